@@ -1,0 +1,1 @@
+"""Corpora and tokenizers that ship with the course (offline first)."""

@@ -1,0 +1,1 @@
+"""Checks that the notebooks' visible and hidden tests call."""

@@ -1,0 +1,1 @@
+"""NumPy reference implementations: float64, readable, loops allowed where they teach."""

@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""One entry point for students, instructors and maintainers.
+
+    python3 tasks.py lab        JupyterLab on the student notebooks (course/release/)
+    python3 tasks.py test       the whole test suite (extra arguments go to pytest)
+    python3 tasks.py release    regenerate course/release/ from course/source/
+    python3 tasks.py bench      run the benchmarks and rewrite bench/RESULTS.md
+    python3 tasks.py doctor     check that the course can run here
+    python3 tasks.py setup      only create or update the environment
+
+Every command first makes sure a virtual environment exists in .venv/ (created
+when missing, reused when present). A second run skips pip entirely unless
+pyproject.toml changed, so it starts in seconds.
+
+PyTorch: when the environment has no torch yet, a CPU build is installed unless
+a CUDA GPU is visible or PLMCOURSE_TORCH_INDEX names another index, e.g.
+    PLMCOURSE_TORCH_INDEX=https://download.pytorch.org/whl/cu126 python3 tasks.py setup
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = Path(os.environ.get("PLMCOURSE_VENV", ROOT / ".venv"))
+STAMP = VENV / "plmcourse-setup.json"
+EXTRAS = "course,test"
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+# The version whose CPU wheel this project's machines keep locally; used only to
+# ask pip whether a local CPU build exists, never as a pin for everybody.
+TORCH_PROBE = "torch==2.13.0"
+MIN_PYTHON = (3, 11)
+
+
+def say(msg: str) -> None:
+    print(f"[tasks] {msg}", flush=True)
+
+
+def venv_python() -> Path:
+    return VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def run(cmd: list, **kw) -> None:
+    say(" ".join(str(c) for c in cmd))
+    subprocess.run([str(c) for c in cmd], check=True, **kw)
+
+
+def pip(*args: str) -> None:
+    run([venv_python(), "-m", "pip", "--disable-pip-version-check", *args])
+
+
+def fingerprint() -> str:
+    h = hashlib.sha256()
+    h.update((ROOT / "pyproject.toml").read_bytes())
+    h.update(EXTRAS.encode())
+    h.update(os.environ.get("PLMCOURSE_TORCH_INDEX", "").encode())
+    return h.hexdigest()
+
+
+def has_torch() -> bool:
+    probe = [venv_python(), "-c", "import torch"]
+    return subprocess.run(probe, capture_output=True).returncode == 0
+
+
+def local_cpu_torch_available() -> bool:
+    """True when pip would install a '+cpu' torch wheel from its configured sources."""
+    report = VENV / "torch-probe.json"
+    cmd = [venv_python(), "-m", "pip", "install", "--dry-run", "--no-deps", "--ignore-installed",
+           "--quiet", "--report", str(report), TORCH_PROBE]
+    try:
+        ok = subprocess.run(cmd, capture_output=True, timeout=120).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+    if not ok or not report.exists():
+        return False
+    items = json.loads(report.read_text()).get("install", [])
+    report.unlink()
+    return any("+cpu" in item["metadata"]["version"] for item in items)
+
+
+def install_torch() -> None:
+    index = os.environ.get("PLMCOURSE_TORCH_INDEX")
+    if index:
+        say(f"installing torch from PLMCOURSE_TORCH_INDEX={index}")
+        pip("install", "torch", "--index-url", index)
+    elif local_cpu_torch_available():
+        say("installing the CPU build of torch that pip finds locally")
+        pip("install", TORCH_PROBE)
+    elif platform.system() == "Linux" and shutil.which("nvidia-smi") is None:
+        # PyPI's Linux wheels bundle CUDA (gigabytes); without a GPU the CPU build does the same work.
+        say("no NVIDIA GPU found: installing the CPU build of torch")
+        pip("install", "torch", "--index-url", TORCH_CPU_INDEX)
+    else:
+        pip("install", "torch")
+
+
+def setup(force: bool = False) -> None:
+    """Create .venv if needed and install plmcourse with its course and test extras."""
+    if sys.version_info < MIN_PYTHON:
+        sys.exit(f"plmcourse needs Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer; "
+                 f"this is {platform.python_version()}. Run tasks.py with a newer python3.")
+    if not venv_python().exists():
+        say(f"creating the virtual environment {VENV}")
+        run([sys.executable, "-m", "venv", VENV])
+    stamp = fingerprint()
+    if not force and STAMP.exists() and json.loads(STAMP.read_text()).get("fingerprint") == stamp:
+        return
+    pip("install", "--upgrade", "pip")
+    if not has_torch():
+        install_torch()
+    pip("install", "-e", f"{ROOT}[{EXTRAS}]")
+    # The kernel every notebook names is `python3`; give it OMP_WAIT_POLICY=PASSIVE so that
+    # NumPy and PyTorch thread pools do not spin and starve each other on few cores.
+    run([venv_python(), "-m", "ipykernel", "install", "--sys-prefix", "--name", "python3",
+         "--display-name", "Python 3 (plmcourse)", "--env", "OMP_WAIT_POLICY", "PASSIVE"])
+    STAMP.write_text(json.dumps({"fingerprint": stamp}))
+    say("environment ready")
+
+
+def venv_env() -> dict:
+    """Environment for child processes: the venv's bin first (nbgrader shells out to alembic)."""
+    env = dict(os.environ)
+    env["PATH"] = str(venv_python().parent) + os.pathsep + env.get("PATH", "")
+    env["VIRTUAL_ENV"] = str(VENV)
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    return env
+
+
+def exec_in_venv(args: list) -> int:
+    return subprocess.run([str(venv_python()), *args], cwd=ROOT, env=venv_env()).returncode
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in {"-h", "--help", "help"}:
+        print(__doc__)
+        return 0
+    command, rest = argv[0], argv[1:]
+    if command == "setup":
+        setup(force="--force" in rest)
+        return 0
+    setup()
+    if command == "lab":
+        root = ROOT / "course" / "release"
+        return exec_in_venv(["-m", "jupyterlab", f"--ServerApp.root_dir={root}", *rest])
+    if command == "test":
+        return exec_in_venv(["-m", "pytest", *rest])
+    if command == "release":
+        return exec_in_venv(["-m", "plmcourse", "release", *rest])
+    if command == "doctor":
+        return exec_in_venv(["-m", "plmcourse", "doctor", *rest])
+    if command == "bench":
+        return exec_in_venv(["-m", "bench", *rest])
+    print(f"unknown command {command!r}\n{__doc__}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
