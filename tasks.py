@@ -133,8 +133,24 @@ def venv_env() -> dict:
     return env
 
 
-def exec_in_venv(args: list) -> int:
-    return subprocess.run([str(venv_python()), *args], cwd=ROOT, env=venv_env()).returncode
+def exec_in_venv(args: list, cwd: Path = ROOT) -> int:
+    return subprocess.run([str(venv_python()), *args], cwd=cwd, env=venv_env()).returncode
+
+
+def lab(args: list) -> int:
+    """Students: JupyterLab on course/release/. Instructors (--instructor): on course/, formgrader on."""
+    options = []
+    if "--instructor" in args:
+        args = [a for a in args if a != "--instructor"]
+        root = ROOT / "course"
+    else:
+        root = ROOT / "course" / "release"
+        # A student's server needs only nbgrader's Validate button, not the instructor tools.
+        for ext in ("formgrader", "assignment_list", "course_list"):
+            options.append(f"--ServerApp.jpserver_extensions=nbgrader.server_extensions.{ext}=False")
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        options.append("--allow-root")  # containers often run as root; Jupyter refuses without this
+    return exec_in_venv(["-m", "jupyterlab", f"--ServerApp.root_dir={root}", *options, *args], cwd=root)
 
 
 def main(argv: list[str]) -> int:
@@ -147,8 +163,7 @@ def main(argv: list[str]) -> int:
         return 0
     setup()
     if command == "lab":
-        root = ROOT / "course" / "release"
-        return exec_in_venv(["-m", "jupyterlab", f"--ServerApp.root_dir={root}", *rest])
+        return lab(rest)
     if command == "test":
         return exec_in_venv(["-m", "pytest", *rest])
     if command == "release":

@@ -1,0 +1,30 @@
+"""nbgrader configuration of the plmcourse course directory.
+
+Run every nbgrader command from this directory (`cd course`), or pass
+`--CourseDirectory.root=course`. The student versions in release/ are generated
+from source/ by `python3 tasks.py release`; never edit release/ by hand.
+"""
+
+import os
+
+c = get_config()  # noqa: F821  (injected by nbgrader)
+
+here = os.path.dirname(os.path.abspath(__file__))
+c.CourseDirectory.root = here
+c.CourseDirectory.course_id = "plmcourse"
+c.CourseDirectory.db_url = "sqlite:///" + os.path.join(here, "gradebook.db")
+
+# What students see in place of a solution.
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+
+# Autograding: every notebook names the `python3` kernel; a cell that runs too long is
+# interrupted (that exercise scores 0) and the cells after it still run.
+c.Execute.timeout = 60
+c.Execute.interrupt_on_timeout = True
+c.Execute.allow_errors = True
+c.Execute.kernel_name = "python3"
+
+# A submission that deleted a test cell still gets that test back (and is graded on it)
+# instead of being left silently as "needs manual grade".
+c.OverwriteCells.add_missing_cells = True

@@ -1,0 +1,5 @@
+import sys
+
+from plmcourse.cli import main
+
+sys.exit(main())

@@ -1,0 +1,639 @@
+"""Checks for the attention notebook: softmax, scaled dot-product attention,
+the causal mask and multi-head attention.
+
+Each check runs the student's function on seeded cases (hidden=True adds more,
+with other seeds and shapes), compares with `plmcourse.ref` (or, for multi-head
+attention, with torch.nn.MultiheadAttention, gradients included), and on a wrong
+answer says which known mistake the answer matches, when it matches one.
+"""
+
+import math
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from plmcourse import nn as course_nn
+from plmcourse import ref
+from plmcourse.grading.core import (
+    Case,
+    close,
+    compare,
+    expect_array,
+    expect_pair,
+    first_match,
+    protect,
+    run_check,
+    to_numpy,
+)
+
+__all__ = [
+    "check_softmax",
+    "check_scaled_dot_product_attention",
+    "check_causal_mask",
+    "check_multi_head_attention",
+]
+
+# The references are protected like NumPy and torch: a notebook that reassigns
+# `plmcourse.ref.softmax` changes nothing in what the checks expect.
+protect(*[module for name, module in list(sys.modules.items())
+          if name.startswith(("plmcourse.ref", "plmcourse.nn")) and module is not None])
+
+# float64 answers agree to ~1e-15 however they are computed (loops, einsum, GPU);
+# float32 ones to ~1e-6. Every mistake we know of is off by far more than either.
+F64 = {"atol": 1e-9, "rtol": 1e-7}
+F32 = {"atol": 2e-5, "rtol": 2e-4}
+
+
+def _tolerance(*arrays):
+    return F32 if any(a.dtype == np.float32 for a in arrays) else F64
+
+
+def _shape(a):
+    return str(tuple(a.shape))
+
+
+def _rows_without_keys(mask, scores_shape):
+    """Bool (..., L_q): True for a query that may attend to no key."""
+    if mask is None:
+        return np.zeros(scores_shape[:-1], dtype=bool)
+    return ~np.broadcast_to(mask, scores_shape).any(axis=-1)
+
+
+def _nonfinite_only_in(rows, *arrays):
+    """True if every array has a NaN or inf, and only in the given (..., L_q) rows."""
+    for a in arrays:
+        bad = ~np.isfinite(a).all(axis=-1)  # (..., L_q)
+        if not bad.any() or (bad & ~rows).any():
+            return False
+    return True
+
+
+# ----------------------------------------------------------------------------
+# softmax(x, axis=-1), NumPy
+
+# What a NumPy softmax must not call: the course's versions and library softmaxes.
+SOFTMAX_SEAL = [
+    (ref.softmax, "plmcourse.ref.softmax"),
+    (course_nn.softmax, "plmcourse.nn.softmax"),
+    (torch.softmax, "torch.softmax"),
+    (torch.Tensor.softmax, "torch.Tensor.softmax"),
+    (F.softmax, "torch.nn.functional.softmax"),
+    (torch.special.softmax, "torch.special.softmax"),
+    (torch.nn.Softmax, "torch.nn.Softmax"),
+    (torch.log_softmax, "torch.log_softmax"),
+    (torch.Tensor.log_softmax, "torch.Tensor.log_softmax"),
+    (F.log_softmax, "torch.nn.functional.log_softmax"),
+]
+
+
+def _softmax_seal():
+    scipy_special = sys.modules.get("scipy.special")  # sealed only if the notebook loaded it
+    extra = [(getattr(scipy_special, "softmax", None), "scipy.special.softmax")] if scipy_special else []
+    return SOFTMAX_SEAL + extra
+
+
+def _logits_case(seed, shape, axis=None, scale=1.0, dtype=np.float64, some_neg_inf=False, empty=False):
+    """x ~ N(0, scale^2) of `shape`; optionally some entries, or one whole slice, set to -inf."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape) * scale
+    along = -1 if axis is None else axis
+    if some_neg_inf:
+        holes = rng.random(shape) < 0.4
+        np.moveaxis(holes, along, 0)[0] = False  # every slice keeps a finite entry
+        x[holes] = -np.inf
+    if empty:
+        slices = np.moveaxis(x, along, -1)  # a view: (..., n)
+        slices[tuple(min(1, n - 1) for n in slices.shape[:-1])] = -np.inf
+    x = x.astype(dtype)
+    label = f"seed {seed}: x of shape {shape}" + ("" if axis is None else f", axis={axis}")
+    notes = {"large logits": scale > 100, "float32": dtype == np.float32,
+             "some entries -inf": some_neg_inf, "one slice entirely -inf": empty}
+    label += "".join(f", {note}" for note, on in notes.items() if on)
+    return Case(label, (x,), {} if axis is None else {"axis": axis},
+                tags=frozenset(note for note, on in notes.items() if on),
+                data={"x": x, "axis": along})
+
+
+def _softmax_cases(hidden):
+    cases = [
+        _logits_case(0, (6,)),
+        _logits_case(1, (3, 5)),
+        _logits_case(2, (2, 3, 4)),
+        _logits_case(3, (4, 6), axis=0),
+        _logits_case(4, (2, 5, 3), axis=1),
+        _logits_case(5, (3, 4), scale=1e4),
+        _logits_case(6, (2, 5), dtype=np.float32),
+        _logits_case(7, (3, 4), some_neg_inf=True),
+        _logits_case(8, (3, 4), empty=True),
+    ]
+    if hidden:
+        cases += [
+            _logits_case(100, (9,)),
+            _logits_case(101, (5, 7)),
+            _logits_case(102, (3, 4, 2), axis=-2),
+            _logits_case(103, (2, 3, 4, 5), axis=2),
+            _logits_case(104, (4, 7), axis=0, scale=1e4),
+            _logits_case(105, (3, 2, 6), dtype=np.float32),
+            _logits_case(106, (5, 4), axis=0, empty=True),
+            _logits_case(107, (2, 3, 5), scale=1e4, some_neg_inf=True),
+        ]
+    return cases
+
+
+def _softmax_mistakes(x, axis):
+    x = x.astype(np.float64)
+    axis = axis % x.ndim
+    for other in range(x.ndim):
+        if other != axis:
+            yield (f"a softmax along axis {other}, but this case asks for axis {axis}",
+                   lambda other=other: (ref.softmax(x, axis=other),))
+    yield ("a softmax normalised over the whole array instead of along one axis",
+           lambda: (ref.softmax(x.reshape(-1)).reshape(x.shape),))
+    yield ("exp(x - max) without dividing by the sum",
+           lambda: (np.exp(x - x.max(axis=axis, keepdims=True)),))
+
+
+def _judge_softmax(case, got, expected):
+    problem = expect_array(got, "the result")
+    if problem:
+        return problem
+    if got.dtype.kind != "f":
+        return f"the result has dtype {got.dtype}, expected a floating-point dtype"
+    if got.shape != expected.shape:
+        return (f"the result has shape {_shape(got)}, expected {_shape(expected)} (the shape of x; "
+                f"keepdims=True keeps the max and the sum broadcastable)")
+    x, axis = case.data["x"], case.data["axis"]
+    if not np.isfinite(got).all():
+        if "large logits" in case.tags:
+            return ("the result contains NaN or inf for logits of about 1e4; subtract the max "
+                    "along the axis (keepdims=True) before exponentiating")
+        empty = np.moveaxis(np.isneginf(x).all(axis=axis, keepdims=True), axis, -1)[..., 0]
+        if "one slice entirely -inf" in case.tags and _nonfinite_only_in(empty, np.moveaxis(got, axis, -1)):
+            return ("a slice that is entirely -inf gave NaN, it must give zeros "
+                    "(where the max is -inf, subtract 0 instead)")
+    tolerance = _tolerance(x)
+    problem = compare(got, expected, **tolerance, what="the result")
+    if problem is None:
+        return None
+    mistake = first_match((got,), _softmax_mistakes(x, axis), **tolerance)
+    return f"{problem}; it matches {mistake}" if mistake else problem
+
+
+def check_softmax(fn, hidden=False):
+    """Check a NumPy `softmax(x, axis=-1)`: stable, any axis, -inf entries, float32."""
+    run_check("check_softmax", fn, _softmax_cases(hidden), arg_names=("x",),
+              reference=lambda case: ref.softmax(case.data["x"], axis=case.data["axis"]),
+              judge=_judge_softmax, seal=_softmax_seal())
+
+
+# ----------------------------------------------------------------------------
+# scaled_dot_product_attention(q, k, v, mask=None) -> (output, weights), NumPy
+
+FUSED_ATTENTION = "torch's fused attention (torch.nn.functional.scaled_dot_product_attention)"
+
+SDPA_SEAL = [
+    (ref.scaled_dot_product_attention, "plmcourse.ref.scaled_dot_product_attention"),
+    (ref.multi_head_attention, "plmcourse.ref.multi_head_attention"),
+    (course_nn.scaled_dot_product_attention, "plmcourse.nn.scaled_dot_product_attention"),
+    (F.scaled_dot_product_attention, FUSED_ATTENTION),
+]
+
+
+def _random_mask(rng, shape, empty_rows=()):
+    """Bool `shape`, about 60% True, every query row with at least one True except `empty_rows`."""
+    mask = rng.random(shape) < 0.6
+    mask[..., rng.integers(shape[-1], size=shape[:-1])[..., None] == np.arange(shape[-1])] = True
+    for row in empty_rows:
+        mask[row] = False
+    return mask
+
+
+def _sdpa_case(seed, q_shape, k_shape, d_v, mask=None, scale=1.0, dtype=np.float64):
+    """q, k, v ~ N(0, 1) (q and k times `scale`); mask: None, "causal", a list of lengths
+    (a padding mask), or a function rng -> mask."""
+    rng = np.random.default_rng(seed)
+    q = (rng.standard_normal(q_shape) * scale).astype(dtype)
+    k = (rng.standard_normal(k_shape) * scale).astype(dtype)
+    v = rng.standard_normal((*k_shape[:-1], d_v)).astype(dtype)
+    label = f"seed {seed}: q {q_shape}, k {k_shape}, v {v.shape}"
+    if mask == "causal":
+        mask = ref.causal_mask(q_shape[-2])
+        label += f", causal mask {mask.shape}"
+    elif isinstance(mask, list):
+        lengths = mask
+        mask = ref.padding_mask(lengths, k_shape[-2])
+        label += f", padding mask {mask.shape} for lengths {lengths}"
+    elif mask is not None:
+        mask = mask(rng)
+        label += f", mask {mask.shape}"
+    scores_shape = np.broadcast_shapes(q_shape[:-1], k_shape[:-2]) + (q_shape[-2], k_shape[-2]) \
+        if len(q_shape) > 2 else (q_shape[-2], k_shape[-2])
+    empty = _rows_without_keys(mask, np.broadcast_shapes(q.shape[:-1] + (k_shape[-2],), scores_shape))
+    tags = set()
+    if empty.any():
+        label += " with a query that may attend to no key"
+        tags.add("empty row")
+    if scale > 100:
+        label += ", scores of about 1e4"
+        tags.add("large logits")
+    if dtype == np.float32:
+        label += ", float32"
+    args = (q, k, v) if mask is None else (q, k, v, mask)
+    return Case(label, args, tags=frozenset(tags),
+                data={"q": q, "k": k, "v": v, "mask": mask, "empty": empty})
+
+
+def _sdpa_cases(hidden):
+    cases = [
+        _sdpa_case(10, (4, 8), (4, 8), 8),
+        _sdpa_case(11, (2, 5, 8), (2, 5, 8), 8),
+        _sdpa_case(12, (2, 3, 4), (2, 6, 4), 5),
+        _sdpa_case(13, (2, 3, 4, 8), (2, 3, 4, 8), 8, mask="causal"),
+        _sdpa_case(14, (2, 2, 5, 4), (2, 2, 6, 4), 3, mask=[6, 3]),
+        _sdpa_case(15, (2, 2, 4, 4), (2, 2, 5, 4), 6,
+                   mask=lambda rng: _random_mask(rng, (2, 2, 4, 5), empty_rows=[(1, 0, 2)])),
+        _sdpa_case(16, (2, 3, 4), (2, 5, 4), 4, scale=100.0),
+        _sdpa_case(17, (2, 4, 8), (2, 6, 8), 8, dtype=np.float32),
+    ]
+    if hidden:
+        cases += [
+            _sdpa_case(110, (7, 16), (9, 16), 3),
+            _sdpa_case(111, (2, 4, 6, 8), (2, 4, 6, 8), 8, mask="causal"),
+            _sdpa_case(112, (3, 2, 4, 8), (3, 2, 7, 8), 5, mask=[1, 7, 4]),
+            _sdpa_case(113, (3, 1, 5, 4), (3, 1, 6, 4), 2,
+                       mask=lambda rng: _random_mask(rng, (3, 1, 5, 6), empty_rows=[(0, 0, 4), (2, 0, 0)])),
+            _sdpa_case(114, (2, 6, 4), (2, 6, 4), 4, mask="causal", scale=100.0),
+            _sdpa_case(115, (2, 3, 5, 8), (2, 3, 5, 8), 8, mask=[5, 2], dtype=np.float32),
+            _sdpa_case(116, (2, 2, 2, 3, 4), (2, 2, 2, 5, 4), 4, mask=lambda rng: _random_mask(rng, (3, 5))),
+        ]
+    return cases
+
+
+def _attention_over_queries(q, k, v, mask):
+    """The softmax taken over axis -2 (the queries) instead of -1 (the keys)."""
+    scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    weights = ref.softmax(scores, axis=-2)
+    return weights @ v, weights
+
+
+def _sdpa_mistakes(q, k, v, mask, empty):
+    q, k, v = (a.astype(np.float64) for a in (q, k, v))
+    d_k, d_v = q.shape[-1], v.shape[-1]
+    sdpa = ref.scaled_dot_product_attention
+    yield "attention without the 1/sqrt(d_k) scaling", lambda: sdpa(q * math.sqrt(d_k), k, v, mask)
+    yield "scores divided by d_k instead of sqrt(d_k)", lambda: sdpa(q / math.sqrt(d_k), k, v, mask)
+    if d_v != d_k:
+        yield ("scores divided by sqrt(d_v) instead of sqrt(d_k)",
+               lambda: sdpa(q * math.sqrt(d_k / d_v), k, v, mask))
+    yield ("the softmax taken over the queries (axis -2) instead of the keys (axis -1)",
+           lambda: _attention_over_queries(q, k, v, mask))
+    if mask is not None:
+        yield ("attention with the mask inverted (True means the key may be attended to)",
+               lambda: sdpa(q, k, v, ~mask))
+        yield "attention with the mask ignored", lambda: sdpa(q, k, v)
+    if empty.any():
+        yield ("a query with no allowed key getting uniform weights, as a finite fill such as -1e9 "
+               "gives; such a row must get zero weights and a zero output",
+               lambda: _uniform_empty_rows(sdpa(q, k, v, mask), v, empty))
+        yield ("a query with no allowed key attending as if unmasked, as adding a finite -1e9 does; "
+               "such a row must get zero weights and a zero output",
+               lambda: sdpa(q, k, v, mask | empty[..., None]))
+    yield "the weights multiplied with k instead of v", lambda: _times_k(sdpa(q, k, v, mask), k)
+
+
+def _uniform_empty_rows(result, v, empty):
+    output, weights = result
+    uniform = np.full(weights.shape[-1], 1.0 / weights.shape[-1])
+    weights = np.where(empty[..., None], uniform, weights)
+    return weights @ v, weights
+
+
+def _times_k(result, k):
+    weights = result[1]
+    return weights @ k, weights
+
+
+def _judge_sdpa(case, got, expected):
+    problem = expect_pair(got)
+    if problem:
+        return problem
+    output, weights = got
+    for item, what in ((output, "the output (first item)"), (weights, "the weights (second item)")):
+        problem = expect_array(item, what)
+        if problem:
+            return problem
+    expected_output, expected_weights = expected
+    d = case.data
+    tolerance = _tolerance(d["q"], d["k"], d["v"])
+    if close(output, expected_weights, **tolerance) and close(weights, expected_output, **tolerance):
+        return "the pair is in the wrong order, return (output, weights)"
+    for item, what in ((output, "the output"), (weights, "the weights")):
+        if item.dtype.kind != "f":
+            return f"{what} has dtype {item.dtype}, expected a floating-point dtype"
+    for item, want, what in ((output, expected_output, "the output"), (weights, expected_weights, "the weights")):
+        if item.shape != want.shape:
+            return f"{what} has shape {_shape(item)}, expected {_shape(want)}"
+    if not (np.isfinite(output).all() and np.isfinite(weights).all()):
+        if "large logits" in case.tags:
+            return ("the result contains NaN or inf for scores of about 1e4; use a stable softmax "
+                    "(subtract the max over the keys before exponentiating)")
+        if "empty row" in case.tags and _nonfinite_only_in(d["empty"], output, weights):
+            return ("a query that may attend to no key gave NaN, such a row must get zero weights "
+                    "and a zero output")
+    problem = (compare(output, expected_output, **tolerance, what="the output")
+               or compare(weights, expected_weights, **tolerance, what="the weights"))
+    if problem is None:
+        return None
+    mistake = first_match((output, weights), _sdpa_mistakes(d["q"], d["k"], d["v"], d["mask"], d["empty"]),
+                          **tolerance)
+    return f"{problem}; it matches {mistake}" if mistake else problem
+
+
+def check_scaled_dot_product_attention(fn, hidden=False):
+    """Check a NumPy `scaled_dot_product_attention(q, k, v, mask=None) -> (output, weights)`."""
+    run_check("check_scaled_dot_product_attention", fn, _sdpa_cases(hidden),
+              arg_names=("q", "k", "v", "mask"),
+              reference=lambda case: ref.scaled_dot_product_attention(*case.args),
+              judge=_judge_sdpa, seal=SDPA_SEAL)
+
+
+# ----------------------------------------------------------------------------
+# causal_mask(n), NumPy bool
+
+CAUSAL_SEAL = [(ref.causal_mask, "plmcourse.ref.causal_mask")]
+
+
+def _causal_cases(hidden):
+    sizes = [1, 2, 5, 8] + ([3, 13, 32] if hidden else [])
+    return [Case(f"n={n}", (n,), data={"n": n}) for n in sizes]
+
+
+def _causal_mistakes(n):
+    ones = np.ones((n, n), dtype=bool)
+    yield ("True above the diagonal: the mask is transposed (np.triu instead of np.tril)",
+           lambda: (np.triu(ones),))
+    yield ("a mask whose diagonal is False, but a position may attend to itself (np.tril with k=0)",
+           lambda: (np.tril(ones, k=-1),))
+    yield ("an inverted mask: True marks the blocked (future) positions, but in this course "
+           "True means allowed", lambda: (np.triu(ones, k=1),))
+    yield "a mask that blocks nothing (all True)", lambda: (ones,)
+
+
+def _judge_causal(case, got, expected):
+    problem = expect_array(got, "the result")
+    if problem:
+        return problem
+    if got.dtype != np.bool_:
+        if got.dtype.kind == "f" and np.isneginf(got).any():
+            return ("the result is an additive float mask of 0 and -inf, return a boolean mask "
+                    "instead (True where attention is allowed)")
+        hint = " (the pattern is right; create it with dtype=bool)" if (
+            got.shape == expected.shape and ((got != 0) == expected).all()) else ""
+        return f"the result has dtype {got.dtype}, expected bool{hint}"
+    problem = compare(got, expected, atol=0, rtol=0, what="the result")
+    if problem is None:
+        return None
+    mistake = first_match((got,), _causal_mistakes(case.data["n"]), atol=0, rtol=0)
+    return f"{problem}; it matches {mistake}" if mistake else problem
+
+
+def check_causal_mask(fn, hidden=False):
+    """Check a NumPy `causal_mask(n)`: bool (n, n), True on and below the diagonal."""
+    run_check("check_causal_mask", fn, _causal_cases(hidden), arg_names=("n",),
+              reference=lambda case: ref.causal_mask(case.data["n"]),
+              judge=_judge_causal, seal=CAUSAL_SEAL)
+
+
+# ----------------------------------------------------------------------------
+# multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None), PyTorch
+
+MHA_SEAL = [
+    (ref.multi_head_attention, "plmcourse.ref.multi_head_attention"),
+    (course_nn.MultiHeadAttention, "plmcourse.nn.MultiHeadAttention"),
+    (torch.nn.MultiheadAttention, "torch.nn.MultiheadAttention"),
+    (F.multi_head_attention_forward, "torch's multi-head attention (torch.nn.functional.multi_head_attention_forward)"),
+    (torch._native_multi_head_attention, "torch's multi-head attention (torch._native_multi_head_attention)"),
+    (F.scaled_dot_product_attention, FUSED_ATTENTION),
+]
+
+WEIGHT_NAMES = ("w_q", "w_k", "w_v", "w_o")
+
+
+def _mha_case(seed, B, L_q, L_k, d_model, n_heads, device, mask=None, self_attention=False):
+    """Inputs ~ N(0, 1), weights ~ N(0, 1/d_model); mask: None, "causal", lengths, or rng -> mask."""
+    rng = np.random.default_rng(seed)
+    x_q = rng.standard_normal((B, L_q, d_model))
+    x_kv = x_q if self_attention else rng.standard_normal((B, L_k, d_model))
+    weights = [rng.standard_normal((d_model, d_model)) / math.sqrt(d_model) for _ in WEIGHT_NAMES]
+    label = (f"seed {seed}: " + ("self-attention, x_q is x_kv" if self_attention else "x_q and x_kv differ")
+             + f", B={B}, L_q={L_q}, L_k={L_k}, d_model={d_model}, n_heads={n_heads}")
+    if mask == "causal":
+        mask = ref.causal_mask(L_q)
+        label += f", causal mask {mask.shape}"
+    elif isinstance(mask, list):
+        lengths = mask
+        mask = ref.padding_mask(lengths, L_k)
+        label += f", padding mask {mask.shape} for lengths {lengths}"
+    elif mask is not None:
+        mask = mask(rng)
+        label += f", mask {mask.shape}"
+    # The gradient checked is that of sum(output * projection), a fixed random direction.
+    projection = rng.standard_normal((B, L_q, d_model))
+
+    def leaf(a):
+        return torch.tensor(a, dtype=torch.float64, device=device, requires_grad=True)
+
+    x_q_t = leaf(x_q)
+    x_kv_t = x_q_t if self_attention else leaf(x_kv)
+    args = (x_q_t, x_kv_t, *(leaf(w) for w in weights), n_heads)
+    if mask is not None:
+        args += (torch.tensor(mask, device=device),)
+    data = {"x_q": x_q, "x_kv": x_kv, "weights": weights, "n_heads": n_heads, "mask": mask,
+            "projection": projection, "device": device, "self_attention": self_attention}
+    return Case(label, args, data=data)
+
+
+def _mha_cases(hidden, device):
+    cases = [
+        _mha_case(20, 2, 5, 5, 8, 2, device),
+        _mha_case(21, 2, 3, 6, 12, 3, device),
+        _mha_case(22, 2, 5, 5, 8, 4, device, mask="causal", self_attention=True),
+        _mha_case(23, 2, 4, 6, 6, 2, device, mask=[6, 2]),
+        _mha_case(24, 2, 3, 4, 6, 2, device, mask=lambda rng: _random_mask(rng, (2, 2, 3, 4))),
+    ]
+    if hidden:
+        cases += [
+            _mha_case(30, 3, 7, 4, 16, 4, device, mask=lambda rng: _random_mask(rng, (3, 4, 7, 4))),
+            _mha_case(31, 3, 6, 6, 10, 5, device, mask=[6, 3, 1], self_attention=True),
+            _mha_case(32, 1, 3, 3, 5, 1, device),
+            _mha_case(33, 2, 4, 4, 8, 8, device, mask="causal"),
+        ]
+    return cases
+
+
+def _differentiated(case):
+    """(name, tensor) for each distinct leaf the gradient is taken with respect to."""
+    x_q, x_kv, *weights = case.args[:6]
+    names = [("x_q (which is also x_kv)", x_q)] if x_kv is x_q else [("x_q", x_q), ("x_kv", x_kv)]
+    return names + list(zip(WEIGHT_NAMES, weights))
+
+
+def _mha_reference(case):
+    """Output, per-head weights and gradients of torch.nn.MultiheadAttention with the same weights."""
+    d = case.data
+    B, L_q, d_model = d["x_q"].shape
+    L_k, n_heads, device = d["x_kv"].shape[1], d["n_heads"], d["device"]
+    w_q, w_k, w_v, w_o = (torch.tensor(w, device=device) for w in d["weights"])
+    # skip_init: no random initialisation, so the notebook's torch RNG is left untouched.
+    module = torch.nn.utils.skip_init(torch.nn.MultiheadAttention, d_model, n_heads, bias=False,
+                                      batch_first=True, dtype=torch.float64, device=device)
+    with torch.no_grad():
+        # torch computes x @ W.T; the course computes x @ w, so W = w.T.
+        module.in_proj_weight.copy_(torch.cat([w_q.T, w_k.T, w_v.T]))
+        module.out_proj.weight.copy_(w_o.T)
+    x_q = torch.tensor(d["x_q"], device=device, requires_grad=True)
+    x_kv = x_q if d["self_attention"] else torch.tensor(d["x_kv"], device=device, requires_grad=True)
+    attn_mask = None
+    if d["mask"] is not None:
+        # torch's boolean attn_mask is True where attention is NOT allowed, one (L_q, L_k) per batch and head.
+        full = np.broadcast_to(d["mask"], (B, n_heads, L_q, L_k)).reshape(B * n_heads, L_q, L_k)
+        attn_mask = torch.tensor(~full, device=device)
+    output, weights = module(x_q, x_kv, x_kv, attn_mask=attn_mask, need_weights=True,
+                             average_attn_weights=False)
+    loss = torch.sum(output * torch.tensor(d["projection"], device=device))
+    leaves = [x_q] if d["self_attention"] else [x_q, x_kv]
+    grads = torch.autograd.grad(loss, leaves + [module.in_proj_weight, module.out_proj.weight])
+    grad_in = grads[len(leaves)]
+    grads = [to_numpy(g) for g in grads[:len(leaves)]] + [
+        to_numpy(grad_in[:d_model].T), to_numpy(grad_in[d_model:2 * d_model].T),
+        to_numpy(grad_in[2 * d_model:].T), to_numpy(grads[-1].T)]
+    return to_numpy(output), to_numpy(weights), grads
+
+
+def _split_wrong(x, n_heads):
+    """(B, L, d) -> (B, H, L, d/H) by a plain reshape: mixes positions and features."""
+    B, L, d_model = x.shape
+    return x.reshape(B, n_heads, L, d_model // n_heads)
+
+
+def _merge_wrong(x):
+    """(B, H, L, hs) -> (B, L, H*hs) by a plain reshape, without the transpose."""
+    B, n_heads, L, head_size = x.shape
+    return x.reshape(B, L, n_heads * head_size)
+
+
+def _mha_numpy(d, *, q_factor=1.0, transposed=False, split=ref.split_heads, merge=ref.merge_heads,
+               project_out=True, kv_from_q=False, invert_mask=False):
+    """Multi-head attention in NumPy, with the switches that reproduce known mistakes."""
+    x_q, n_heads, mask = d["x_q"], d["n_heads"], d["mask"]
+    x_kv = x_q if kv_from_q else d["x_kv"]
+    w_q, w_k, w_v, w_o = (w.T for w in d["weights"]) if transposed else d["weights"]
+    if invert_mask:
+        mask = ~mask
+    q = split(x_q @ w_q * q_factor, n_heads)
+    k = split(x_kv @ w_k, n_heads)
+    v = split(x_kv @ w_v, n_heads)
+    heads, weights = ref.scaled_dot_product_attention(q, k, v, mask)
+    output = merge(heads)
+    return (output @ w_o if project_out else output), weights
+
+
+def _mha_mistakes(d):
+    d_model = d["x_q"].shape[-1]
+    head_size = d_model // d["n_heads"]
+    yield ("heads split in the wrong order: reshape (B, L, d_model) to (B, L, H, d_head) and then "
+           "transpose, not straight to (B, H, L, d_head)", lambda: _mha_numpy(d, split=_split_wrong))
+    yield ("heads merged in the wrong order: transpose (B, H, L, d_head) to (B, L, H, d_head) before "
+           "reshaping to (B, L, d_model)", lambda: _mha_numpy(d, merge=_merge_wrong))
+    yield ("heads split and merged in the wrong order: reshape to (B, L, H, d_head) and transpose, "
+           "and transpose back before merging", lambda: _mha_numpy(d, split=_split_wrong, merge=_merge_wrong))
+    yield ("multi-head attention without the output projection w_o",
+           lambda: _mha_numpy(d, project_out=False))
+    yield ("the weight matrices used transposed (x @ w.T), but this course applies them as x @ w",
+           lambda: _mha_numpy(d, transposed=True))
+    yield "keys and values computed from x_q instead of x_kv", lambda: _mha_numpy(d, kv_from_q=True)
+    yield ("attention without the 1/sqrt(d_head) scaling",
+           lambda: _mha_numpy(d, q_factor=math.sqrt(head_size)))
+    yield ("scores divided by sqrt(d_model) instead of sqrt(d_head), d_head = d_model / n_heads",
+           lambda: _mha_numpy(d, q_factor=math.sqrt(head_size / d_model)))
+    if d["mask"] is not None:
+        yield ("attention with the mask inverted (True means the key may be attended to)",
+               lambda: _mha_numpy(d, invert_mask=True))
+
+
+def _judge_mha(case, got, expected):
+    problem = expect_pair(got)
+    if problem:
+        return problem
+    output, weights = got
+    for item, what in ((output, "the output (first item)"), (weights, "the weights (second item)")):
+        problem = expect_array(item, what, kind="torch")
+        if problem:
+            return problem
+    x_q = case.args[0]
+    for item, what in ((output, "the output"), (weights, "the weights")):
+        if item.dtype != torch.float64:
+            return f"{what} has dtype {item.dtype}, expected torch.float64 like the inputs"
+        if item.device != x_q.device:
+            return f"{what} is on {item.device}, expected {x_q.device} like the inputs"
+    expected_output, expected_weights, expected_grads = expected
+    B, n_heads, L_q, L_k = expected_weights.shape
+    if tuple(weights.shape) == (B, L_q, L_k) and n_heads > 1:
+        return (f"the weights have shape {tuple(weights.shape)}, expected {expected_weights.shape} "
+                f"(one (L_q, L_k) matrix per head, not averaged over heads)")
+    problem = (compare(output, expected_output, **F64, what="the output")
+               or compare(weights, expected_weights, **F64, what="the weights"))
+    if problem:
+        mistake = first_match((output, weights), _mha_mistakes(case.data), **F64)
+        return f"{problem}; it matches {mistake}" if mistake else problem
+    return _judge_gradients(case, output, expected_grads)
+
+
+def _judge_gradients(case, output, expected_grads):
+    no_flow = ("gradients do not flow{}: a .detach(), .data, .numpy() or torch.tensor(...) on the way "
+               "cuts the autograd graph, keep every step in torch")
+    if not output.requires_grad:
+        return no_flow.format(" (the output does not depend on the inputs in the autograd graph)")
+    leaves = _differentiated(case)
+    projection = torch.tensor(case.data["projection"], device=output.device)
+    try:
+        grads = torch.autograd.grad(torch.sum(output * projection), [t for _, t in leaves],
+                                    allow_unused=True)
+    except RuntimeError as error:
+        text = " ".join(str(error).split())[:160]
+        return (f"computing gradients through your function raised RuntimeError: {text} "
+                f"(an in-place operation such as x += y on a tensor autograd needs?)")
+    for (name, _), grad, want in zip(leaves, grads, expected_grads):
+        if grad is None:
+            return no_flow.format(f" to {name}")
+        problem = compare(grad, want, **F64, what=f"the gradient with respect to {name}")
+        if problem:
+            return f"{problem}, compared with torch.nn.MultiheadAttention (does a .detach() cut part of the graph?)"
+    return None
+
+
+def _explain_mha_error(error):
+    text = str(error)
+    if "numpy()" in text and "requires grad" in text:
+        return "gradients do not flow through .numpy(), keep every step in torch"
+    if "leaf Variable that requires grad" in text:
+        return "do not modify the inputs in place"
+    return None
+
+
+def check_multi_head_attention(fn, hidden=False, device=None):
+    """Check a PyTorch `multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None)`.
+
+    Output, per-head weights and gradients (with respect to x_q, x_kv and the four
+    weight matrices) are compared with torch.nn.MultiheadAttention in float64 on
+    `device` (default: the CPU).
+    """
+    device = torch.device("cpu" if device is None else device)
+    run_check("check_multi_head_attention", fn, _mha_cases(hidden, device),
+              arg_names=("x_q", "x_kv", *WEIGHT_NAMES, "n_heads", "mask"),
+              reference=_mha_reference, judge=_judge_mha, seal=MHA_SEAL,
+              explain_error=_explain_mha_error)

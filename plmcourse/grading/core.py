@@ -1,0 +1,416 @@
+"""The machinery that every check of the course shares.
+
+A check runs a student's function on small seeded cases and compares what comes
+back with the reference. At the first wrong answer it raises `CheckFailed` with
+one sentence: which case, what was expected, what came back and, when the wrong
+answer matches a known mistake, what that mistake probably is.
+
+Three guards keep a verdict honest:
+
+* Sealing. While the student's function runs, the course's reference for it and
+  the library shortcut being taught are watched: calling any of them, under any
+  name (`from plmcourse.ref import softmax as sm` included), fails the check.
+  Python functions are recognised by their code object (`sys.setprofile`), torch
+  functions at dispatch (`TorchFunctionMode`); neither depends on a name.
+* Pristine modules. A notebook can reassign `np.allclose`, `builtins.abs` or
+  `plmcourse.ref.softmax`. Everything a check does besides calling the student's
+  function runs under `pristine()`, which puts back, for that moment, what those
+  modules held when the checks were imported; the notebook's own assignments
+  return when the check ends.
+* Comparisons use NumPy ufuncs captured below and ndarray operators, which are
+  written in C and cannot be replaced from Python.
+"""
+
+import builtins
+import math
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.linalg
+import numpy.random
+import torch
+import torch.autograd
+import torch.linalg
+import torch.nn
+import torch.nn.functional
+from torch.overrides import TorchFunctionMode
+
+__all__ = [
+    "CheckFailed",
+    "Case",
+    "run_check",
+    "pristine",
+    "protect",
+    "to_numpy",
+    "describe",
+    "expect_array",
+    "expect_pair",
+    "compare",
+    "close",
+    "first_match",
+]
+
+
+class CheckFailed(AssertionError):
+    """A check found a wrong answer; the message says which case and why in one sentence."""
+
+
+# ----------------------------------------------------------------------------
+# Captured at import: the pieces a verdict rests on.
+
+_absolute = np.absolute
+_subtract = np.subtract
+_isnan = np.isnan
+_isfinite = np.isfinite
+_equal = np.equal
+_where = np.where
+_all_of = np.logical_and.reduce  # _all_of(a, axis=None): True when every entry is
+_largest = np.maximum.reduce
+_unravel_index = np.unravel_index
+_ndarray = np.ndarray
+_Tensor = torch.Tensor
+# torch.Tensor is a Python class whose methods a notebook could replace; these are
+# the C implementations, taken before any notebook code ran.
+_detach = torch.Tensor.detach
+_cpu = torch.Tensor.cpu
+_clone = torch.Tensor.clone
+_tensor_numpy = torch.Tensor.numpy
+_getprofile = sys.getprofile
+_setprofile = sys.setprofile
+
+
+# ----------------------------------------------------------------------------
+# Pristine modules
+
+_MISSING = object()
+_ORIGINALS = []  # (a module's __dict__, a copy of it taken when it was protected)
+
+
+def protect(*modules):
+    """Remember what `modules` hold now, so that `pristine()` can put it back."""
+    for module in modules:
+        _ORIGINALS.append((module.__dict__, dict(module.__dict__)))
+
+
+protect(builtins, math, np, numpy.linalg, numpy.random,
+        torch, torch.nn, torch.nn.functional, torch.linalg, torch.autograd)
+
+
+def _undo_reassignments():
+    """Put every protected name back; return what was there, for `_redo`."""
+    changed = []
+    for namespace, original in _ORIGINALS:
+        for name, value in original.items():
+            now = namespace.get(name, _MISSING)
+            if now is not value:
+                changed.append((namespace, name, now))
+                namespace[name] = value
+    return changed
+
+
+def _redo(changed):
+    for namespace, name, value in reversed(changed):
+        if value is _MISSING:
+            del namespace[name]
+        else:
+            namespace[name] = value
+
+
+class _Pristine:
+    """Context: the protected modules as they were at import; `.student()` lends them back."""
+
+    def __enter__(self):
+        self.changed = _undo_reassignments()
+        return self
+
+    def __exit__(self, *exc_info):
+        _redo(self.changed)
+
+    @contextmanager
+    def student(self):
+        """The notebook's own versions, while the student's function runs."""
+        _redo(self.changed)
+        try:
+            yield
+        finally:
+            self.changed = _undo_reassignments()
+
+
+def pristine():
+    return _Pristine()
+
+
+# ----------------------------------------------------------------------------
+# Sealing
+
+
+class _WatchTorch(TorchFunctionMode):
+    """Notes every call of a sealed torch function, whatever name it was called by."""
+
+    def __init__(self, sealed, calls):
+        super().__init__()
+        self.sealed = sealed  # torch function -> label
+        self.calls = calls
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        try:
+            label = self.sealed.get(func)
+        except TypeError:  # an unhashable callable cannot be a sealed one
+            label = None
+        if label is not None:
+            self.calls.append(label)
+        return func(*args, **(kwargs or {}))
+
+
+def _seal_tables(seal):
+    """Split (object, label) pairs into code objects to watch and torch functions to watch.
+
+    A class is sealed through its forward method (an nn.Module is used by calling it).
+    """
+    codes, torch_functions = {}, {}
+    for obj, label in seal:
+        if obj is None:
+            continue
+        target = obj.forward if isinstance(obj, type) else obj
+        code = getattr(target, "__code__", None)
+        if code is not None:
+            codes[code] = label
+        torch_functions[target] = label
+    return codes, torch_functions
+
+
+@contextmanager
+def _sealed(seal, calls):
+    """Record in `calls` the label of every sealed function called inside the block.
+
+    Recording instead of raising: a try/except in the student's code cannot hide it.
+    """
+    codes, torch_functions = _seal_tables(seal)
+
+    def profile(frame, event, arg):
+        if event == "call":
+            label = codes.get(frame.f_code)
+            if label is not None:
+                calls.append(label)
+
+    previous = _getprofile()
+    _setprofile(profile)
+    try:
+        with _WatchTorch(torch_functions, calls):
+            yield
+    finally:
+        _setprofile(previous)
+
+
+# ----------------------------------------------------------------------------
+# Running a check
+
+
+@dataclass
+class Case:
+    """One input for the student's function.
+
+    label: how messages name it, e.g. "seed 3: x of shape (4, 6), axis=0".
+    args, kwargs: what the student's function is called with.
+    tags: what is special about it, e.g. {"large logits"}, for the judge's hints.
+    data: anything else the check needs (NumPy copies of torch inputs, a seed).
+    """
+
+    label: str
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+    tags: frozenset = frozenset()
+    data: dict = field(default_factory=dict)
+
+
+def run_check(name, fn, cases, *, arg_names, reference, judge, seal=(), explain_error=None):
+    """Run `fn` on every case; raise CheckFailed at the first wrong answer, else print one line.
+
+    arg_names: the names of the positional parameters, for messages ("q", "k", "v").
+    reference(case) -> expected: computed before `fn` runs, never while it is sealed.
+    judge(case, got, expected) -> None if `got` is right, else a phrase saying what is wrong.
+    seal: (object, label) pairs `fn` must not call, e.g. (ref.softmax, "plmcourse.ref.softmax").
+    explain_error(exception) -> an extra hint for an exception raised by `fn`, or None.
+    """
+    with pristine() as env:
+        for number, case in enumerate(cases, 1):
+            expected = reference(case)
+            inputs = _named_inputs(case, arg_names)
+            before = [(arg, _copy(value)) for arg, value in inputs]
+            calls, error, got = [], None, None
+            with _sealed(seal, calls), env.student():
+                try:
+                    got = fn(*case.args, **case.kwargs)
+                except Exception as exc:  # the student's bug, reported below
+                    error = exc
+            problem = (_delegation(calls) or _crash(error, explain_error)
+                       or _mutation(inputs, before) or judge(case, got, expected))
+            if problem is not None:
+                where = f"{name} failed on case {number} of {len(cases)} ({case.label})"
+                raise CheckFailed(_one_sentence(f"{where}: {problem}")) from error
+        print(f"{name}: {len(cases)} cases passed.")
+
+
+def _one_sentence(text):
+    text = " ".join(text.split())  # no newlines, single spaces
+    return text.rstrip(".") + "."
+
+
+def _delegation(calls):
+    if calls:
+        return f"your function calls {calls[0]}; write it yourself"
+    return None
+
+
+def _crash(error, explain_error):
+    if error is None:
+        return None
+    if isinstance(error, NotImplementedError):
+        return ("your function raised NotImplementedError; replace the "
+                "`raise NotImplementedError()` line with your code")
+    text = " ".join(str(error).split())
+    if len(text) > 160:
+        text = text[:157] + "..."
+    problem = f"your function raised {type(error).__name__}: {text}" if text else \
+        f"your function raised {type(error).__name__}"
+    hint = explain_error(error) if explain_error else None
+    return f"{problem} ({hint})" if hint else problem
+
+
+def _named_inputs(case, arg_names):
+    """(name, value) for every array or tensor the student's function receives."""
+    named = list(zip(arg_names, case.args)) + list(case.kwargs.items())
+    return [(name, value) for name, value in named if isinstance(value, (_ndarray, _Tensor))]
+
+
+def _copy(value):
+    return _clone(_detach(value)) if isinstance(value, _Tensor) else value.copy()
+
+
+def _mutation(inputs, before):
+    for (name, value), (_, copy) in zip(inputs, before):
+        if not _same(value, copy):
+            return (f"your function changed its input {name} in place; work on a new array "
+                    f"(write x = x - m, not x -= m)")
+    return None
+
+
+def _same(a, b):
+    a, b = to_numpy(a), to_numpy(b)
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    both_nan = _isnan(a) & _isnan(b) if a.dtype.kind in "fc" else False
+    return bool(_all_of(_equal(a, b) | both_nan, axis=None))
+
+
+# ----------------------------------------------------------------------------
+# Judging: small pieces the checks' judges are made of
+
+
+def to_numpy(x):
+    """A NumPy copy of an array or tensor (any device), through methods captured at import."""
+    if isinstance(x, _Tensor):
+        return _tensor_numpy(_cpu(_detach(x))).copy()
+    return x
+
+
+def describe(x):
+    """'None', 'a list', 'a tuple of 3 items', 'a torch.Tensor', 'a NumPy array', 'a float'..."""
+    if x is None:
+        return "None"
+    if isinstance(x, _Tensor):
+        return "a torch.Tensor"
+    if isinstance(x, _ndarray):
+        return "a NumPy array"
+    if isinstance(x, (tuple, list)):
+        return f"a {type(x).__name__} of {len(x)} items"
+    return f"a {type(x).__name__}"
+
+
+def expect_array(got, what, kind="numpy"):
+    """None if `got` is a NumPy array (kind="numpy") or a torch tensor (kind="torch"), else the problem."""
+    wanted = _ndarray if kind == "numpy" else _Tensor
+    if isinstance(got, wanted):
+        return None
+    if got is None:
+        return f"{what} is None (is a `return` missing?)"
+    if kind == "numpy":
+        return f"{what} is {describe(got)}, expected a NumPy array (np.ndarray)"
+    if isinstance(got, _ndarray):
+        return (f"{what} is a NumPy array, expected a torch.Tensor; gradients do not flow "
+                f"through NumPy, so keep the computation in torch")
+    return f"{what} is {describe(got)}, expected a torch.Tensor"
+
+
+def expect_pair(got, names="(output, weights)"):
+    """None if `got` is a tuple or list of two items, else the problem."""
+    if got is None:
+        return "your function returned None (is a `return` missing?)"
+    if isinstance(got, (tuple, list)) and len(got) == 2:
+        return None
+    return f"your function returned {describe(got)}, expected the pair {names}"
+
+
+def close(got, expected, atol, rtol):
+    """True if the arrays have the same shape and |got - expected| <= atol + rtol * |expected| everywhere."""
+    got = to_numpy(got)
+    expected = to_numpy(expected)
+    if got.shape != expected.shape:
+        return False
+    if got.dtype == np.bool_ or expected.dtype == np.bool_:
+        return got.dtype == expected.dtype and bool(_all_of(_equal(got, expected), axis=None))
+    got = got.astype(np.float64)
+    expected = expected.astype(np.float64)
+    # NaN compares False, so a NaN anywhere fails the test below.
+    within = _absolute(_subtract(got, expected)) <= atol + rtol * _absolute(expected)
+    return bool(_all_of(within, axis=None))
+
+
+def _index(flat, shape):
+    return "[" + ", ".join(str(int(i)) for i in _unravel_index(flat, shape)) + "]"
+
+
+def compare(got, expected, atol, rtol, what="the output"):
+    """None if `got` is close to `expected`, else a phrase: shape, NaN, or the largest difference."""
+    got = to_numpy(got)
+    expected = to_numpy(expected)
+    if got.shape != expected.shape:
+        return f"{what} has shape {tuple(got.shape)}, expected {tuple(expected.shape)}"
+    if close(got, expected, atol, rtol):
+        return None
+    if expected.dtype == np.bool_:
+        wrong = (got != expected).argmax()
+        return (f"{what} differs from the expected at {_index(wrong, got.shape)} "
+                f"(expected {expected.flat[wrong]}, got {got.flat[wrong]})")
+    got = got.astype(np.float64)
+    expected = expected.astype(np.float64)
+    if not bool(_all_of(_isfinite(got), axis=None)):
+        bad = (~_isfinite(got)).argmax()
+        return f"{what} contains {got.flat[bad]} (first at {_index(bad, got.shape)})"
+    diff = _absolute(_subtract(got, expected))
+    worst = diff.argmax()
+    return (f"{what} differs from the expected by up to {float(_largest(diff, axis=None)):.3g} "
+            f"(at {_index(worst, got.shape)}: expected {expected.flat[worst]:.4g}, "
+            f"got {got.flat[worst]:.4g})")
+
+
+def first_match(got_parts, mistakes, atol, rtol):
+    """The description of the first known mistake whose result `got_parts` matches, or None.
+
+    mistakes: (description, compute) pairs; compute() returns a tuple of arrays
+    shaped like got_parts, or None where the mistake cannot show in this case.
+    They are computed lazily, in order: put the more specific ones first.
+    """
+    for description, compute in mistakes:
+        with np.errstate(all="ignore"):
+            try:
+                parts = compute()
+            except Exception:  # a variant that does not apply to this case's shapes
+                continue
+        if parts is None:
+            continue
+        if all(close(g, p, atol, rtol) for g, p in zip(got_parts, parts)):
+            return description
+    return None

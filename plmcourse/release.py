@@ -1,0 +1,108 @@
+"""Regenerate the student notebooks (course/release/) from the instructor notebooks (course/source/).
+
+Two steps, both repeatable:
+1. tidy each source notebook in place: strip outputs, name the `python3` kernel,
+   and make its first cell the Colab setup cell (rendered from the repository
+   URL in pyproject.toml, the one place that names it);
+2. run nbgrader's `generate_assignment`, which removes solutions and hidden tests.
+
+tests/test_release.py runs the same two steps in a scratch copy and fails when a
+committed release notebook differs from what they produce.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+
+COLAB_TAG = "colab-setup"
+KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+
+
+def repository_url() -> str:
+    """The repository URL from the package metadata (pyproject.toml's [project.urls])."""
+    for entry in importlib.metadata.metadata("plmcourse").get_all("Project-URL") or []:
+        label, _, url = entry.partition(",")
+        if label.strip() == "Repository":
+            return url.strip()
+    raise RuntimeError("pyproject.toml has no [project.urls] Repository entry")
+
+
+def colab_setup_source(url: str | None = None) -> str:
+    url = url or repository_url()
+    return (
+        "# Setup for Google Colab: installs the course package there; does nothing anywhere else.\n"
+        "import sys\n"
+        "\n"
+        'if "google.colab" in sys.modules:\n'
+        f'    %pip install --quiet "plmcourse @ git+{url}"'
+    )
+
+
+def colab_setup_cell() -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_code_cell(colab_setup_source())
+    cell.id = COLAB_TAG
+    cell.metadata = {"tags": [COLAB_TAG]}
+    return cell
+
+
+def tidy_source(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Strip outputs, set the kernel and put an up-to-date Colab cell first."""
+    nb.cells = [c for c in nb.cells if COLAB_TAG not in c.get("metadata", {}).get("tags", [])]
+    nb.cells.insert(0, colab_setup_cell())
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+        cell.metadata.pop("execution", None)
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
+    nb.metadata.pop("widgets", None)
+    return nb
+
+
+def source_notebooks(course: Path) -> list[Path]:
+    return sorted((course / "source").glob("*/*.ipynb"))
+
+
+def tidy_sources(course: Path, assignments: list[str] | None = None) -> None:
+    for path in source_notebooks(course):
+        if assignments and path.parent.name not in assignments:
+            continue
+        nb = nbformat.read(path, as_version=4)
+        before = nbformat.writes(nb)
+        after = nbformat.writes(tidy_source(nb))
+        if after != before:
+            path.write_text(after + "\n" if not after.endswith("\n") else after)
+
+
+def nbgrader_env() -> dict:
+    """nbgrader shells out to `alembic`: the running interpreter's bin directory must be on PATH."""
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def generate(course: Path, assignment: str) -> None:
+    cmd = [sys.executable, "-m", "nbgrader", "generate_assignment", assignment, "--force",
+           "--log-level=WARN"]
+    done = subprocess.run(cmd, cwd=course, env=nbgrader_env(), capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n"
+                           f"{done.stdout}\n{done.stderr}")
+
+
+def release_course(course: str | Path = "course", assignments: list[str] | None = None) -> list[Path]:
+    """Tidy the sources and regenerate their release versions; returns the notebooks written."""
+    course = Path(course).resolve()
+    tidy_sources(course, assignments)
+    names = sorted({p.parent.name for p in source_notebooks(course)})
+    for name in names:
+        if assignments is None or name in assignments:
+            generate(course, name)
+    return sorted(p for p in (course / "release").glob("*/*.ipynb")
+                  if assignments is None or p.parent.name in assignments)

@@ -1,0 +1,36 @@
+"""Shared fixtures. plmcourse is imported first so that OMP_WAIT_POLICY is set before torch loads."""
+
+import plmcourse  # noqa: F401  (must come before numpy/torch)
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+COURSE = ROOT / "course"
+
+
+@pytest.fixture(scope="session")
+def root() -> Path:
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def generated_course(tmp_path_factory) -> Path:
+    """A scratch copy of course/ (config and sources only) after `plmcourse release` ran in it."""
+    from plmcourse.release import release_course
+
+    scratch = tmp_path_factory.mktemp("course")
+    shutil.copy(COURSE / "nbgrader_config.py", scratch)
+    shutil.copytree(COURSE / "source", scratch / "source")
+    release_course(scratch)
+    return scratch
+
+
+def source_notebooks() -> list[Path]:
+    return sorted((COURSE / "source").glob("*/*.ipynb"))
+
+
+def release_notebooks() -> list[Path]:
+    return sorted((COURSE / "release").glob("*/*.ipynb"))

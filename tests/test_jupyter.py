@@ -1,0 +1,129 @@
+"""JupyterLab really serves the course, and Binder's postBuild leaves students only Validate.
+
+Both start a real Jupyter server on localhost and talk to it over HTTP.
+"""
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, release_notebooks
+
+TOKEN = "plmcourse-test-token"
+NBGRADER_STUDENT_HIDDEN = ["formgrader", "assignment-list", "course-list", "create-assignment"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(url: str):
+    request = urllib.request.Request(url, headers={"Authorization": f"token {TOKEN}"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, ""
+
+
+@contextmanager
+def jupyter_server(cmd: list, env: dict, port: int):
+    log = open(Path(env.get("HOME", ROOT)) / f"jupyter-{port}.log", "w")
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(120):
+            if proc.poll() is not None:
+                pytest.fail(f"jupyter exited with {proc.returncode}; see {log.name}")
+            try:
+                if get(f"{base}/api/status")[0] == 200:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.5)
+        else:
+            pytest.fail("jupyter did not answer within 60 s")
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def server_args(port: int) -> list:
+    return ["--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1",
+            f"--IdentityProvider.token={TOKEN}", "--ServerApp.open_browser=False"] + (
+        ["--allow-root"] if os.geteuid() == 0 else [])
+
+
+def venv_env(**extra) -> dict:
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
+    env.update(extra)
+    return env
+
+
+def test_readme_lab_command_serves_the_release_notebooks(tmp_path):
+    """`python3 tasks.py lab` (the README's first command) serves course/release/."""
+    port = free_port()
+    cmd = [sys.executable, str(ROOT / "tasks.py"), "lab", *server_args(port)]
+    env = venv_env(HOME=str(tmp_path), JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"))
+    with jupyter_server(cmd, env, port) as base:
+        status, _ = get(f"{base}/lab")
+        assert status == 200
+        status, body = get(f"{base}/api/contents/")
+        assert status == 200
+        listed = {item["name"] for item in json.loads(body)["content"]}
+        assert {p.parent.name for p in release_notebooks()} <= listed
+        for nb in release_notebooks():
+            status, body = get(f"{base}/api/contents/{nb.parent.name}/{nb.name}")
+            assert status == 200 and json.loads(body)["type"] == "notebook"
+
+
+def page_config(html: str) -> dict:
+    match = re.search(r'<script id="jupyter-config-data" type="application/json">(.*?)</script>', html, re.S)
+    return json.loads(match.group(1))
+
+
+def test_binder_postbuild_leaves_students_only_validate(tmp_path):
+    """Run binder/postBuild in a scratch HOME, then check what a student's JupyterLab offers."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = venv_env(HOME=str(home), JUPYTER_CONFIG_DIR=str(home / ".jupyter"),
+                   JUPYTER_DATA_DIR=str(home / ".local/share/jupyter"),
+                   JUPYTER_RUNTIME_DIR=str(home / "runtime"))
+    done = subprocess.run(["bash", str(ROOT / "binder" / "postBuild")], cwd=ROOT, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    kernel = json.loads((home / ".local/share/jupyter/kernels/python3/kernel.json").read_text())
+    assert kernel["env"]["OMP_WAIT_POLICY"] == "PASSIVE"
+
+    port = free_port()
+    cmd = [sys.executable, "-m", "jupyterlab", *server_args(port)]
+    with jupyter_server(cmd, env, port) as base:
+        status, html = get(f"{base}/lab")
+        assert status == 200
+        config = page_config(html)
+        disabled = config.get("disabledExtensions", [])
+        for ext in NBGRADER_STUDENT_HIDDEN:
+            assert f"@jupyter/nbgrader:{ext}" in disabled
+        assert "@jupyter/nbgrader:validate-assignment" not in disabled
+        assert get(f"{base}/formgrader")[0] == 404                  # instructor server side is off
+        assert get(f"{base}/assignments/validate")[0] != 404        # the Validate endpoint is on
+    py_config = (home / ".jupyter" / "jupyter_server_config.py").read_text()
+    assert 'default_url = "/lab/tree/course/release"' in py_config
