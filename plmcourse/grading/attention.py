@@ -204,7 +204,8 @@ SDPA_SEAL = [
 def _random_mask(rng, shape, empty_rows=()):
     """Bool `shape`, about 60% True, every query row with at least one True except `empty_rows`."""
     mask = rng.random(shape) < 0.6
-    mask[..., rng.integers(shape[-1], size=shape[:-1])[..., None] == np.arange(shape[-1])] = True
+    one_per_row = rng.integers(shape[-1], size=shape[:-1])[..., None] == np.arange(shape[-1])
+    mask[one_per_row] = True
     for row in empty_rows:
         mask[row] = False
     return mask
@@ -228,9 +229,8 @@ def _sdpa_case(seed, q_shape, k_shape, d_v, mask=None, scale=1.0, dtype=np.float
     elif mask is not None:
         mask = mask(rng)
         label += f", mask {mask.shape}"
-    scores_shape = np.broadcast_shapes(q_shape[:-1], k_shape[:-2]) + (q_shape[-2], k_shape[-2]) \
-        if len(q_shape) > 2 else (q_shape[-2], k_shape[-2])
-    empty = _rows_without_keys(mask, np.broadcast_shapes(q.shape[:-1] + (k_shape[-2],), scores_shape))
+    scores_shape = np.broadcast_shapes(q_shape[:-2], k_shape[:-2]) + (q_shape[-2], k_shape[-2])
+    empty = _rows_without_keys(mask, scores_shape)  # (..., L_q)
     tags = set()
     if empty.any():
         label += " with a query that may attend to no key"
@@ -504,7 +504,7 @@ def _mha_reference(case):
         attn_mask = torch.tensor(~full, device=device)
     output, weights = module(x_q, x_kv, x_kv, attn_mask=attn_mask, need_weights=True,
                              average_attn_weights=False)
-    loss = torch.sum(output * torch.tensor(d["projection"], device=device))
+    loss = torch.sum(torch.mul(output, torch.tensor(d["projection"], device=device)))
     leaves = [x_q] if d["self_attention"] else [x_q, x_kv]
     grads = torch.autograd.grad(loss, leaves + [module.in_proj_weight, module.out_proj.weight])
     grad_in = grads[len(leaves)]
@@ -601,7 +601,7 @@ def _judge_gradients(case, output, expected_grads):
     leaves = _differentiated(case)
     projection = torch.tensor(case.data["projection"], device=output.device)
     try:
-        grads = torch.autograd.grad(torch.sum(output * projection), [t for _, t in leaves],
+        grads = torch.autograd.grad(torch.sum(torch.mul(output, projection)), [t for _, t in leaves],
                                     allow_unused=True)
     except RuntimeError as error:
         text = " ".join(str(error).split())[:160]

@@ -1,0 +1,60 @@
+"""`plmcourse doctor` and the environment report, run as real subprocesses."""
+
+import os
+import subprocess
+import sys
+
+import plmcourse
+from plmcourse.report import environment_report, format_report
+
+
+def doctor(**env):
+    return subprocess.run([sys.executable, "-m", "plmcourse", "doctor"], capture_output=True, text=True,
+                          env={**os.environ, **env})
+
+
+def test_doctor_passes_here(tmp_path):
+    done = doctor(PLMCOURSE_CACHE=str(tmp_path / "cache"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"plmcourse        {plmcourse.__version__}" in done.stdout or plmcourse.__version__ in done.stdout
+    assert "everything the course needs is here" in done.stdout
+    assert (tmp_path / "cache").is_dir()
+
+
+def test_doctor_fails_with_one_sentence_when_the_cache_is_not_writable(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    done = doctor(PLMCOURSE_CACHE=str(blocker / "cache"))
+    assert done.returncode == 1
+    problems = [line for line in done.stdout.splitlines() if line.startswith("doctor: ")]
+    assert len(problems) == 1 and "cache directory" in problems[0] and "PLMCOURSE_CACHE" in problems[0]
+
+
+def test_doctor_fails_when_the_python3_kernel_is_missing(tmp_path):
+    # An empty Jupyter path with the environment's own kernels hidden: no `python3` kernel anywhere.
+    done = subprocess.run(
+        [sys.executable, "-c",
+         "import jupyter_client.kernelspec as ks, sys\n"
+         "ks.KernelSpecManager.find_kernel_specs = lambda self: {}\n"
+         "from plmcourse.cli import main\n"
+         "sys.exit(main(['doctor']))"],
+        capture_output=True, text=True, env={**os.environ, "PLMCOURSE_CACHE": str(tmp_path)})
+    assert done.returncode == 1
+    assert "No Jupyter kernel named `python3`" in done.stdout
+
+
+def test_report_is_the_same_dict_notebook_00_prints():
+    report = environment_report()
+    for key in ("python", "numpy", "torch", "device", "cpu cores", "torch threads", "OMP_WAIT_POLICY"):
+        assert key in report
+    assert report["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert format_report(report).count("\n") == len(report) - 1
+
+
+def test_importing_plmcourse_sets_omp_wait_policy_before_torch():
+    code = ("import os; os.environ.pop('OMP_WAIT_POLICY', None)\n"
+            "import plmcourse, torch\n"
+            "print(os.environ['OMP_WAIT_POLICY'], plmcourse.TORCH_LOADED_BEFORE_PLMCOURSE)")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.stdout.split() == ["PASSIVE", "False"]
