@@ -62,12 +62,9 @@ def _rows_without_keys(mask, scores_shape):
 
 
 def _nonfinite_only_in(rows, *arrays):
-    """True if every array has a NaN or inf, and only in the given (..., L_q) rows."""
-    for a in arrays:
-        bad = ~np.isfinite(a).all(axis=-1)  # (..., L_q)
-        if not bad.any() or (bad & ~rows).any():
-            return False
-    return True
+    """True if the arrays hold NaN or inf, all of it in the given (..., L_q) rows."""
+    bad = [~np.isfinite(a).all(axis=-1) for a in arrays]  # each (..., L_q)
+    return any(b.any() for b in bad) and not any((b & ~rows).any() for b in bad)
 
 
 # ----------------------------------------------------------------------------
@@ -108,7 +105,7 @@ def _logits_case(seed, shape, axis=None, scale=1.0, dtype=np.float64, some_neg_i
         slices[tuple(min(1, n - 1) for n in slices.shape[:-1])] = -np.inf
     x = x.astype(dtype)
     label = f"seed {seed}: x of shape {shape}" + ("" if axis is None else f", axis={axis}")
-    notes = {"large logits": scale > 100, "float32": dtype == np.float32,
+    notes = {"large logits": scale >= 100, "float32": dtype == np.float32,
              "some entries -inf": some_neg_inf, "one slice entirely -inf": empty}
     label += "".join(f", {note}" for note, on in notes.items() if on)
     return Case(label, (x,), {} if axis is None else {"axis": axis},
@@ -169,7 +166,8 @@ def _judge_softmax(case, got, expected):
         if "large logits" in case.tags:
             return ("the result contains NaN or inf for logits of about 1e4; subtract the max "
                     "along the axis (keepdims=True) before exponentiating")
-        empty = np.moveaxis(np.isneginf(x).all(axis=axis, keepdims=True), axis, -1)[..., 0]
+        slices = np.moveaxis(x, axis, -1)  # (..., n): one softmax per slice
+        empty = np.isneginf(slices).all(axis=-1)
         if "one slice entirely -inf" in case.tags and _nonfinite_only_in(empty, np.moveaxis(got, axis, -1)):
             return ("a slice that is entirely -inf gave NaN, it must give zeros "
                     "(where the max is -inf, subtract 0 instead)")
@@ -235,7 +233,7 @@ def _sdpa_case(seed, q_shape, k_shape, d_v, mask=None, scale=1.0, dtype=np.float
     if empty.any():
         label += " with a query that may attend to no key"
         tags.add("empty row")
-    if scale > 100:
+    if scale >= 100:
         label += ", scores of about 1e4"
         tags.add("large logits")
     if dtype == np.float32:
@@ -326,14 +324,14 @@ def _judge_sdpa(case, got, expected):
         problem = expect_array(item, what)
         if problem:
             return problem
+    for item, what in ((output, "the output"), (weights, "the weights")):
+        if item.dtype.kind != "f":
+            return f"{what} has dtype {item.dtype}, expected a floating-point dtype"
     expected_output, expected_weights = expected
     d = case.data
     tolerance = _tolerance(d["q"], d["k"], d["v"])
     if close(output, expected_weights, **tolerance) and close(weights, expected_output, **tolerance):
         return "the pair is in the wrong order, return (output, weights)"
-    for item, what in ((output, "the output"), (weights, "the weights")):
-        if item.dtype.kind != "f":
-            return f"{what} has dtype {item.dtype}, expected a floating-point dtype"
     for item, want, what in ((output, expected_output, "the output"), (weights, expected_weights, "the weights")):
         if item.shape != want.shape:
             return f"{what} has shape {_shape(item)}, expected {_shape(want)}"
@@ -368,7 +366,8 @@ CAUSAL_SEAL = [(ref.causal_mask, "plmcourse.ref.causal_mask")]
 
 
 def _causal_cases(hidden):
-    sizes = [1, 2, 5, 8] + ([3, 13, 32] if hidden else [])
+    # n=4 first: there every known mistake gives a different mask, so the hint is unambiguous.
+    sizes = [4, 1, 2, 7] + ([3, 13, 32] if hidden else [])
     return [Case(f"n={n}", (n,), data={"n": n}) for n in sizes]
 
 

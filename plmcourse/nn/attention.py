@@ -91,15 +91,28 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0, impl="explic
         return _fused_attention(q, k, v, mask, dropout_p), None
 
     d_k = q.shape[-1]
-    # Dividing by sqrt(d_k) keeps the scores' variance near 1 whatever d_k is.
-    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., L_q, L_k)
+    # Dividing by sqrt(d_k) keeps the scores' variance near 1 whatever d_k is. Scaling q
+    # (L_q x d_k numbers) is cheaper than scaling the scores (L_q x L_k numbers).
+    scores = (q * (1.0 / math.sqrt(d_k))) @ k.transpose(-2, -1)  # (..., L_q, L_k)
     if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))  # forbidden key: exp(-inf) = 0
-    weights = softmax(scores, dim=-1)  # (..., L_q, L_k)
+        # The most negative float rather than -inf: exp() of it is exactly 0, and a row
+        # with no allowed key becomes a uniform softmax instead of 0/0 = NaN.
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores, dim=-1)  # (..., L_q, L_k)
+    if mask is not None:
+        weights = _zero_rows_without_keys(weights, mask)
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p)
     output = weights @ v  # (..., L_q, d_v)
     return output, weights
+
+
+def _zero_rows_without_keys(weights, mask):
+    """Zero the rows of queries that may attend to no key (the course's rule: zeros, not NaN)."""
+    has_key = mask.any(dim=-1, keepdim=True)  # (..., L_q, 1)
+    if bool(has_key.all()):  # the usual case (causal masks, padded keys): nothing to do
+        return weights
+    return weights.masked_fill(~has_key, 0.0)
 
 
 def _fused_attention(q, k, v, mask, dropout_p):
@@ -109,12 +122,14 @@ def _fused_attention(q, k, v, mask, dropout_p):
     masked row, but not every kernel has (CUDA's memory-efficient kernel returned
     NaN for such rows in earlier releases). So we do not rely on it: such a row
     is opened to every key, which gives any kernel an ordinary softmax, and its
-    output is set to zero afterwards. This costs two cheap passes over the mask,
-    small next to attention itself, and nothing at all when there is no mask.
+    output is set to zero afterwards. This costs a few cheap passes over the mask,
+    small next to attention itself, and is skipped when every query has a key.
     """
     if mask is None:
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
     has_key = mask.any(dim=-1, keepdim=True)  # (..., L_q, 1): may this query attend anywhere?
+    if bool(has_key.all()):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
     safe_mask = mask | ~has_key  # fully masked rows become fully open
     output = F.scaled_dot_product_attention(q, k, v, attn_mask=safe_mask, dropout_p=dropout_p)
     # torch.where, not a product: its gradient to the discarded rows is exactly 0.

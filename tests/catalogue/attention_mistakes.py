@@ -428,7 +428,7 @@ CAUSAL_MISTAKES = [
     ("int 0/1", causal_int, "dtype int64, expected bool"),
     ("float 0/1", causal_float, "dtype float64, expected bool"),
     ("all True", causal_all_true, "blocks nothing"),
-    ("extra axis", causal_extra_axis, "has shape (1, 1, 1), expected (1, 1)"),
+    ("extra axis", causal_extra_axis, "has shape (1, 4, 4), expected (4, 4)"),
     ("torch tensor", causal_torch, "the result is a torch.Tensor"),
     ("list", causal_list, "the result is a list"),
     ("forgot return", causal_forgot_return, "returned None"),
@@ -594,7 +594,7 @@ def mha_returns_numpy(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
 def mha_detached_weights(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
     q, k, v = _split(x_q @ w_q, n_heads), _split(x_kv @ w_k, n_heads), _split(x_kv @ w_v, n_heads)
     heads, weights = _attend(q, k, v, mask, 1 / math.sqrt(q.shape[-1]))
-    heads = weights.detach() @ v  # no gradient reaches w_q and w_k any more
+    heads = weights.detach() @ v  # no gradient reaches x_q, w_q and w_k any more
     return _merge(heads) @ w_o, weights
 
 
@@ -655,7 +655,7 @@ MHA_MISTAKES = [
     ("computed in NumPy", mha_through_numpy, "gradients do not flow"),
     ("calls .numpy() on an input", mha_calls_numpy, "gradients do not flow through .numpy()"),
     ("returns NumPy arrays", mha_returns_numpy, "gradients do not flow through NumPy"),
-    ("attention weights detached", mha_detached_weights, "gradients do not flow to w_q"),
+    ("attention weights detached", mha_detached_weights, "gradients do not flow to x_q"),
     ("keys from a detached x_kv", mha_detached_keys, "the gradient with respect to x_kv differs"),
     ("computed in float32", mha_float32, "dtype torch.float32, expected torch.float64"),
     ("changes x_q in place", mha_in_place_input, "do not modify the inputs in place"),

@@ -1,0 +1,25 @@
+"""`python -m bench` (or `python3 tasks.py bench`): run every benchmark, then rewrite bench/RESULTS.md.
+
+`python -m bench attention` runs only the named ones; RESULTS.md is rebuilt from all the
+JSON files in bench/results/, so results of benchmarks not rerun are kept.
+"""
+
+import sys
+
+from bench import attention, report
+
+BENCHMARKS = {"attention": attention.main}
+
+
+def main(argv):
+    names = argv or list(BENCHMARKS)
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown:
+        sys.exit(f"unknown benchmark(s) {unknown}; choose from {list(BENCHMARKS)}")
+    for name in names:
+        print(f"[bench] {name} ...", flush=True)
+        print(f"[bench] wrote {BENCHMARKS[name]()}")
+    print(f"[bench] wrote {report.write()}")
+
+
+main(sys.argv[1:])

@@ -1,0 +1,80 @@
+"""What every benchmark shares: timing with medians, machine facts, and the results files."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import plmcourse  # noqa: F401  (sets OMP_WAIT_POLICY before torch loads)
+
+import numpy as np
+import torch
+
+HERE = Path(__file__).resolve().parent
+RESULTS_DIR = HERE / "results"
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine() -> dict:
+    cuda = torch.cuda.is_available()
+    return {
+        "date": datetime.date.today().isoformat(),
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "torch threads": torch.get_num_threads(),
+        "gpu": torch.cuda.get_device_name(0) if cuda else "none",
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "torch": torch.__version__,
+        "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "not set"),
+    }
+
+
+def sync(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def interleaved_medians(fns: dict, repeats: int = 15, warmup: int = 2, device="cpu") -> dict:
+    """Median wall time of each fn() in seconds, after `warmup` uncounted rounds.
+
+    The variants take turns (a round runs each once), so a disturbance on the machine
+    hits all of them alike instead of spoiling one variant's ratio.
+    """
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    sync(device)
+    times = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            sync(device)
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def write_result(name: str, payload: dict) -> Path:
+    RESULTS_DIR.mkdir(exist_ok=True)
+    path = RESULTS_DIR / f"{name}.json"
+    path.write_text(json.dumps({"machine": machine(), **payload}, indent=2) + "\n")
+    return path
+
+
+def read_results() -> dict:
+    return {p.stem: json.loads(p.read_text()) for p in sorted(RESULTS_DIR.glob("*.json"))}

@@ -1,0 +1,50 @@
+"""The practice check of notebook 00: `normalize(v)` returns v / ||v||, zeros for a zero vector."""
+
+import numpy as np
+
+from plmcourse.grading.core import Case, compare, expect_array, first_match, run_check
+
+ATOL, RTOL = 1e-10, 1e-8
+
+
+def _expected(v):
+    v = np.asarray(v, dtype=np.float64)
+    length = np.sqrt(np.sum(v * v))
+    return np.zeros_like(v) if length == 0 else v / length
+
+
+def _cases(hidden):
+    rng = np.random.default_rng(2024 if hidden else 0)
+    cases = [Case("v = [3, 4]", (np.array([3.0, 4.0]),))]
+    for n in ((5, 17, 1) if hidden else (3, 8)):
+        cases.append(Case(f"a random vector of length {n}", (rng.standard_normal(n),)))
+    cases.append(Case("v = [-2.5] (one negative entry)", (np.array([-2.5]),)))
+    cases.append(Case("the zero vector of length 4", (np.zeros(4),), tags=frozenset({"zero"})))
+    if hidden:
+        cases.append(Case("integer input [6, 8]", (np.array([6, 8]),)))
+    return cases
+
+
+def _judge(case, got, expected):
+    problem = expect_array(got, "your result")
+    if problem:
+        return problem
+    problem = compare(got, expected, ATOL, RTOL, what="your result")
+    if problem is None:
+        return None
+    v = np.asarray(case.args[0], dtype=np.float64)
+    mistakes = [
+        ("you divided by the squared length; take its square root", lambda: (v / np.sum(v * v),)),
+        ("you divided by the sum of absolute values (the L1 norm), not the Euclidean length",
+         lambda: (v / np.sum(np.abs(v)),)),
+    ]
+    cause = first_match((got,), mistakes, ATOL, RTOL)
+    if "zero" in case.tags:
+        cause = "a zero vector has no direction: return zeros of the same shape instead of dividing by 0"
+    return f"{problem}; {cause}" if cause else problem
+
+
+def check_normalize(fn, hidden=False):
+    """Check notebook 00's practice exercise; hidden=True adds inputs the notebook never shows."""
+    run_check("check_normalize", fn, _cases(hidden), arg_names=("v",), reference=lambda c: _expected(c.args[0]),
+              judge=_judge)

@@ -1,0 +1,116 @@
+"""The instructors' workflow from the README, run for real with nbgrader on a scratch copy of the course.
+
+generate_assignment -> db student add -> submissions -> autograde -> generate_feedback -> export,
+then the scores are read back from the real gradebook and the real CSV.
+"""
+
+import csv
+import shutil
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from conftest import COURSE
+from plmcourse.release import nbgrader_env
+
+pytestmark = pytest.mark.nbgrader
+
+ASSIGNMENT = "03_attention"
+POINTS = {"test_softmax": 2, "test_scaled_dot_product_attention": 3, "test_causal_mask": 1,
+          "test_multi_head_attention": 4}
+
+
+def nbgrader(course, *args):
+    done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=nbgrader_env(),
+                          capture_output=True, text=True)
+    assert done.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def solved_release():
+    """What a student who solved everything hands in: the release notebook with the answers filled in."""
+    source = nbformat.read(COURSE / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+    answers = {c.metadata["nbgrader"]["grade_id"]: c.source for c in source.cells
+               if c.metadata.get("nbgrader", {}).get("solution")}
+    nb = nbformat.read(COURSE / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in answers:
+            cell.source = answers[grade_id]
+    return nb
+
+
+def unsolved_release():
+    return nbformat.read(COURSE / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+
+
+def without_scaling():
+    """Softmax, causal mask and MHA right; attention forgets to divide by sqrt(d_k)."""
+    nb = solved_release()
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "scaled_dot_product_attention":
+            assert " / np.sqrt(d_k)" in cell.source
+            cell.source = cell.source.replace(" / np.sqrt(d_k)", "")
+    return nb
+
+
+def softmax_test_deleted():
+    """Everything solved, but the softmax test cell deleted: it must come back and be graded."""
+    nb = solved_release()
+    nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "test_softmax"]
+    return nb
+
+
+SUBMISSIONS = {  # student -> (notebook, expected points per test cell)
+    "solved": (solved_release, POINTS),
+    "unsolved": (unsolved_release, dict.fromkeys(POINTS, 0)),
+    "noscale": (without_scaling, {**POINTS, "test_scaled_dot_product_attention": 0}),
+    "deleter": (softmax_test_deleted, POINTS),
+}
+
+
+@pytest.fixture(scope="module")
+def graded_course(tmp_path_factory):
+    course = tmp_path_factory.mktemp("instructor") / "course"
+    course.mkdir()
+    shutil.copy(COURSE / "nbgrader_config.py", course)
+    shutil.copytree(COURSE / "source" / ASSIGNMENT, course / "source" / ASSIGNMENT)
+    nbgrader(course, "generate_assignment", ASSIGNMENT, "--force")
+    for student, (make, _) in SUBMISSIONS.items():
+        nbgrader(course, "db", "student", "add", student, f"--first-name={student.title()}", "--last-name=Test")
+        folder = course / "submitted" / student / ASSIGNMENT
+        folder.mkdir(parents=True)
+        nbformat.write(make(), folder / f"{ASSIGNMENT}.ipynb")
+    nbgrader(course, "autograde", ASSIGNMENT)
+    nbgrader(course, "generate_feedback", ASSIGNMENT)
+    nbgrader(course, "export", "--to", "grades.csv")
+    return course
+
+
+@pytest.mark.parametrize("student", SUBMISSIONS)
+def test_gradebook_scores_each_test_cell(graded_course, student):
+    from nbgrader.api import Gradebook
+
+    expected = SUBMISSIONS[student][1]
+    with Gradebook(f"sqlite:///{graded_course / 'gradebook.db'}") as gradebook:
+        got = {grade_id: gradebook.find_grade(grade_id, ASSIGNMENT, ASSIGNMENT, student).score
+               for grade_id in POINTS}
+        submission = gradebook.find_submission(ASSIGNMENT, student)
+        assert not submission.needs_manual_grade
+    assert got == expected
+
+
+def test_exported_csv_has_every_student_total(graded_course):
+    with open(graded_course / "grades.csv") as f:
+        rows = {row["student_id"]: row for row in csv.DictReader(f)}
+    for student, (_, expected) in SUBMISSIONS.items():
+        assert float(rows[student]["score"]) == sum(expected.values())
+        assert float(rows[student]["max_score"]) == sum(POINTS.values())
+
+
+def test_feedback_names_the_mistake(graded_course):
+    html = (graded_course / "feedback" / "noscale" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+    assert "check_scaled_dot_product_attention failed" in html
+    assert "sqrt(d_k)" in html
