@@ -18,7 +18,7 @@ from plmcourse.ref import softmax as early_softmax
 from torch.nn.functional import scaled_dot_product_attention as early_fused
 
 import plmcourse.grading as grading
-from catalogue.attention_mistakes import (
+from mistake_catalogue.attention_mistakes import (
     CATALOGUE,
     causal_tril,
     mha_reshape,
@@ -73,7 +73,8 @@ def test_correct_implementation_passes(check_name, name, fn, hidden, capsys):
     assert printed.startswith(f"{check_name}: ") and printed.endswith(" cases passed.\n")
 
 
-@pytest.mark.parametrize("check_name, name, fn, fragment", MISTAKES, ids=[f"{c}-{n}" for c, n, _, _ in MISTAKES])
+@pytest.mark.parametrize("check_name, name, fn, fragment", MISTAKES,
+                         ids=[f"{c}-{n}" for c, n, _, _ in MISTAKES])
 def test_mistake_fails_with_its_hint(check_name, name, fn, fragment):
     message = str(failure(getattr(grading, check_name), fn))
     assert fragment in message
@@ -130,7 +131,8 @@ def test_sealing_catches_torch_fused_attention_under_any_name(fused):
         return output, weights
 
     message = str(failure(check_multi_head_attention, student))
-    assert "calls torch's fused attention (torch.nn.functional.scaled_dot_product_attention); write it yourself" in message
+    assert ("calls torch's fused attention (torch.nn.functional.scaled_dot_product_attention); "
+            "write it yourself") in message
 
 
 def test_sealing_catches_a_tensor_method():
@@ -334,7 +336,8 @@ def test_torch_reference_agrees_with_plmcourse_ref(hidden):
     for case in checks._mha_cases(hidden, torch.device("cpu")):
         d = case.data
         output, weights, _ = checks._mha_reference(case)
-        ref_output, ref_weights = ref.multi_head_attention(d["x_q"], d["x_kv"], *d["weights"], d["n_heads"], d["mask"])
+        ref_output, ref_weights = ref.multi_head_attention(
+            d["x_q"], d["x_kv"], *d["weights"], d["n_heads"], d["mask"])
         np.testing.assert_allclose(output, ref_output, atol=1e-12)
         np.testing.assert_allclose(weights, ref_weights, atol=1e-12)
         np.testing.assert_allclose(checks._mha_numpy(d)[0], ref_output, atol=1e-12)

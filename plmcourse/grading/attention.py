@@ -332,7 +332,8 @@ def _judge_sdpa(case, got, expected):
     tolerance = _tolerance(d["q"], d["k"], d["v"])
     if close(output, expected_weights, **tolerance) and close(weights, expected_output, **tolerance):
         return "the pair is in the wrong order, return (output, weights)"
-    for item, want, what in ((output, expected_output, "the output"), (weights, expected_weights, "the weights")):
+    pairs = ((output, expected_output, "the output"), (weights, expected_weights, "the weights"))
+    for item, want, what in pairs:
         if item.shape != want.shape:
             return f"{what} has shape {_shape(item)}, expected {_shape(want)}"
     if not (np.isfinite(output).all() and np.isfinite(weights).all()):
@@ -414,7 +415,8 @@ MHA_SEAL = [
     (ref.multi_head_attention, "plmcourse.ref.multi_head_attention"),
     (course_nn.MultiHeadAttention, "plmcourse.nn.MultiHeadAttention"),
     (torch.nn.MultiheadAttention, "torch.nn.MultiheadAttention"),
-    (F.multi_head_attention_forward, "torch's multi-head attention (torch.nn.functional.multi_head_attention_forward)"),
+    (F.multi_head_attention_forward,
+     "torch's multi-head attention (torch.nn.functional.multi_head_attention_forward)"),
     (torch._native_multi_head_attention, "torch's multi-head attention (torch._native_multi_head_attention)"),
     (F.scaled_dot_product_attention, FUSED_ATTENTION),
 ]
@@ -498,19 +500,18 @@ def _mha_reference(case):
     x_kv = x_q if d["self_attention"] else torch.tensor(d["x_kv"], device=device, requires_grad=True)
     attn_mask = None
     if d["mask"] is not None:
-        # torch's boolean attn_mask is True where attention is NOT allowed, one (L_q, L_k) per batch and head.
+        # torch's bool attn_mask is True where attention is NOT allowed, one (L_q, L_k) per (batch, head).
         full = np.broadcast_to(d["mask"], (B, n_heads, L_q, L_k)).reshape(B * n_heads, L_q, L_k)
         attn_mask = torch.tensor(~full, device=device)
     output, weights = module(x_q, x_kv, x_kv, attn_mask=attn_mask, need_weights=True,
                              average_attn_weights=False)
     loss = torch.sum(torch.mul(output, torch.tensor(d["projection"], device=device)))
     leaves = [x_q] if d["self_attention"] else [x_q, x_kv]
-    grads = torch.autograd.grad(loss, leaves + [module.in_proj_weight, module.out_proj.weight])
-    grad_in = grads[len(leaves)]
-    grads = [to_numpy(g) for g in grads[:len(leaves)]] + [
-        to_numpy(grad_in[:d_model].T), to_numpy(grad_in[d_model:2 * d_model].T),
-        to_numpy(grad_in[2 * d_model:].T), to_numpy(grads[-1].T)]
-    return to_numpy(output), to_numpy(weights), grads
+    *grads, grad_in_proj, grad_out_proj = torch.autograd.grad(
+        loss, leaves + [module.in_proj_weight, module.out_proj.weight])
+    # in_proj_weight stacks w_q.T, w_k.T and w_v.T: cut it in three and transpose back.
+    grads += [g.T for g in torch.split(grad_in_proj, d_model)] + [grad_out_proj.T]
+    return to_numpy(output), to_numpy(weights), [to_numpy(g) for g in grads]
 
 
 def _split_wrong(x, n_heads):
@@ -611,7 +612,8 @@ def _judge_gradients(case, output, expected_grads):
             return no_flow.format(f" to {name}")
         problem = compare(grad, want, **F64, what=f"the gradient with respect to {name}")
         if problem:
-            return f"{problem}, compared with torch.nn.MultiheadAttention (does a .detach() cut part of the graph?)"
+            return (f"{problem}, compared with torch.nn.MultiheadAttention "
+                    f"(does a .detach() cut part of the graph?)")
     return None
 
 

@@ -253,7 +253,8 @@ def run_check(name, fn, cases, *, arg_names, reference, judge, seal=(), explain_
                 try:
                     problem = judge(case, got, expected)
                 except Exception as exc:  # an answer too odd for the judge to read
-                    problem, error = f"the check could not read what your function returned, {describe(got)}", exc
+                    problem = f"the check could not read what your function returned, {describe(got)}"
+                    error = exc
             if problem is not None:
                 where = f"{name} failed on case {number} of {len(cases)} ({case.label})"
                 raise CheckFailed(_one_sentence(f"{where}: {problem}")) from error
