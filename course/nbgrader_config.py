@@ -22,9 +22,24 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # interrupted (that exercise scores 0) and the cells after it still run.
 c.Execute.timeout = 60
 c.Execute.interrupt_on_timeout = True
-c.Execute.allow_errors = True
 c.Execute.kernel_name = "python3"
 
 # A submission that deleted a test cell still gets that test back (and is graded on it)
 # instead of being left silently as "needs manual grade".
 c.OverwriteCells.add_missing_cells = True
+
+# `plmcourse grade autograde` runs each kernel in a sandbox without network, loopback
+# included, so kernel and nbgrader talk over Unix sockets in a directory it names.
+ipc_dir = os.environ.get("PLMCOURSE_IPC_DIR")
+if ipc_dir:
+    c.KernelManager.transport = "ipc"
+    c.KernelManager.ip = os.path.join(ipc_dir, "kernel")
+
+# Feedback shows which test failed and the check's sentence, but neither the hidden
+# tests' source nor tracebacks through the grader's files.
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
+from nbgrader.preprocessors import GetGrades  # noqa: E402
+
+from plmcourse.grading.nbgrader_ext import SanitizeFeedback  # noqa: E402
+
+c.GenerateFeedback.preprocessors = [GetGrades, SanitizeFeedback, CSSHTMLHeaderPreprocessor]

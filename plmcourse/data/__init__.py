@@ -12,3 +12,13 @@ from plmcourse.data.text import (
 
 __all__ = ["python_docs", "stdlib_docstrings", "python_corpus", "words", "CharTokenizer",
            "WordTokenizer", "split"]
+
+# The review world: a synthetic corpus for notebooks 04-06 (see plmcourse/data/reviews.py).
+from plmcourse.data.reviews import (  # noqa: E402
+    nsp_pairs,
+    review_documents,
+    review_sentiment_task,
+    review_vocabulary,
+)
+
+__all__ += ["review_vocabulary", "review_documents", "review_sentiment_task", "nsp_pairs"]

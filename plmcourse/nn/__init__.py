@@ -33,3 +33,31 @@ __all__ = [
     "SinusoidalPositionEmbedding",
     "LearnedPositionEmbedding",
 ]
+
+# Pre-training objectives, tiny BERT/GPT/BART, decoding and parameter counts (notebooks 04-06).
+from plmcourse.nn.objectives import causal_lm_loss, cross_entropy, mlm_loss  # noqa: E402
+from plmcourse.nn.models import (  # noqa: E402
+    Bart,
+    BartConfig,
+    Bert,
+    BertConfig,
+    BertEmbeddings,
+    BertForPreTraining,
+    BertForSequenceClassification,
+    GPT,
+    GPTConfig,
+)
+from plmcourse.nn.generate import generate, sample_next, top_k_filter, top_p_filter  # noqa: E402
+from plmcourse.nn.param_count import (  # noqa: E402
+    albert_savings,
+    block_parameter_count,
+    parameter_count,
+)
+
+__all__ += [
+    "cross_entropy", "causal_lm_loss", "mlm_loss",
+    "BertConfig", "GPTConfig", "BartConfig", "BertEmbeddings", "Bert", "BertForPreTraining",
+    "BertForSequenceClassification", "GPT", "Bart",
+    "generate", "sample_next", "top_k_filter", "top_p_filter",
+    "parameter_count", "block_parameter_count", "albert_savings",
+]

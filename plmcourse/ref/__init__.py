@@ -27,3 +27,26 @@ __all__ = [
     "feed_forward",
     "sinusoidal_positions",
 ]
+
+# Pre-training objectives (notebooks 04-06): losses, BERT/BART/T5 corruption, UniLM/XLNet masks.
+from plmcourse.ref.objectives import (  # noqa: E402
+    causal_lm_loss,
+    cross_entropy,
+    document_rotation,
+    mlm_loss,
+    mlm_mask,
+    permutation_mask,
+    prefix_lm_mask,
+    sentence_permutation,
+    t5_span_corruption,
+    text_infilling,
+    token_deletion,
+    token_masking,
+)
+from plmcourse.ref.generate import top_k_filter, top_p_filter  # noqa: E402
+
+__all__ += [
+    "cross_entropy", "causal_lm_loss", "mlm_loss", "mlm_mask", "token_masking", "token_deletion",
+    "text_infilling", "sentence_permutation", "document_rotation", "t5_span_corruption",
+    "prefix_lm_mask", "permutation_mask", "top_k_filter", "top_p_filter",
+]

@@ -1,0 +1,158 @@
+"""The instructor's grading workflow: collect, autograde (sandboxed), feedback, export.
+
+Each step is a thin layer over the nbgrader command of the same purpose; an
+instructor can always run plain nbgrader instead (course/INSTRUCTORS.md shows both).
+What the layer adds:
+
+* collect: takes a folder of files as a learning platform exports them, checks each
+  file is a readable notebook of this assignment, and files it where nbgrader looks
+  (submitted/<student>/<assignment>/<notebook>.ipynb); a broken file is reported and
+  skipped, and every other student is still collected;
+* autograde: runs nbgrader with the course's grading kernel (plmcourse.grading.sandbox)
+  unless told otherwise, with the environment's bin directory on PATH (nbgrader calls
+  alembic);
+* feedback and export: nbgrader's, with the course configuration (feedback without
+  hidden tests or tracebacks, see plmcourse.grading.nbgrader_ext).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from plmcourse.grading import sandbox
+
+# "alice/03_attention.ipynb" or "alice_03_attention.ipynb" / "alice_1234_03_attention.ipynb":
+# the student id is the folder name, else the file name up to its first underscore.
+FILE_PATTERN = re.compile(r"^(?P<student>[A-Za-z0-9][A-Za-z0-9.-]*)_.+\.ipynb$")
+STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass
+class CollectReport:
+    collected: dict = field(default_factory=dict)   # student -> path written
+    problems: dict = field(default_factory=dict)    # file -> one sentence
+
+    def __str__(self):
+        lines = [f"collected {len(self.collected)} submission(s)"]
+        lines += [f"skipped {name}: {why}" for name, why in sorted(self.problems.items())]
+        return "\n".join(lines)
+
+
+def nbgrader_env(extra: dict | None = None) -> dict:
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env.update(extra or {})
+    return env
+
+
+def run_nbgrader(course: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "nbgrader", *args]
+    return subprocess.run(cmd, cwd=course, env=env or nbgrader_env(), capture_output=True, text=True)
+
+
+def assignment_grade_ids(course: Path, assignment: str) -> set[str]:
+    """The grade_ids of the assignment's autograded cells, from its source notebooks."""
+    ids = set()
+    for path in (course / "source" / assignment).glob("*.ipynb"):
+        for cell in nbformat.read(path, as_version=4).cells:
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+            if grade_id:
+                ids.add(grade_id)
+    return ids
+
+
+def check_submission(path: Path, expected_ids: set[str]) -> str | None:
+    """None if `path` is a notebook of this assignment, else one sentence saying what is wrong."""
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        return f"it is not valid notebook JSON ({type(err).__name__}: {err})"
+    except Exception as err:  # nbformat raises several kinds for a malformed notebook
+        return f"it cannot be read as a notebook ({type(err).__name__}: {err})"
+    found = {c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells} - {None}
+    if found and not found & expected_ids:
+        return ("it holds the exercises of a different assignment "
+                f"({', '.join(sorted(found)[:3])}, ...)")
+    return None
+
+
+def submission_files(folder: Path) -> list[tuple[str, Path]]:
+    """(student id, file) for every notebook in an export folder, in a stable order."""
+    found = []
+    for path in sorted(folder.rglob("*.ipynb")):
+        if ".ipynb_checkpoints" in path.parts:
+            continue
+        relative = path.relative_to(folder)
+        if len(relative.parts) > 1:
+            student = relative.parts[0]
+        else:
+            match = FILE_PATTERN.match(path.name)
+            student = match.group("student") if match else None
+        found.append((student, path))
+    return found
+
+
+def collect(course: Path, assignment: str, folder: Path) -> CollectReport:
+    """File the notebooks of `folder` under course/submitted/ for nbgrader; report what was skipped."""
+    course, folder = Path(course).resolve(), Path(folder).resolve()
+    expected = assignment_grade_ids(course, assignment)
+    if not expected:
+        raise ValueError(f"course/source/{assignment}/ has no autograded notebook; check the assignment name")
+    notebook_name = next((course / "source" / assignment).glob("*.ipynb")).name
+    report = CollectReport()
+    for student, path in submission_files(folder):
+        label = str(path.relative_to(folder))
+        if student is None or not STUDENT_ID.match(student):
+            report.problems[label] = "its name does not say which student it belongs to"
+            continue
+        if student in report.collected:
+            report.problems[label] = f"student {student} already has a submission in this folder"
+            continue
+        problem = check_submission(path, expected)
+        if problem:
+            report.problems[label] = problem
+            continue
+        target = course / "submitted" / student / assignment / notebook_name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+        report.collected[student] = target
+    return report
+
+
+def autograde(course: Path, assignment: str, use_sandbox: bool = True,
+              memory: int = sandbox.DEFAULT_MEMORY, extra_args: tuple = ()) -> subprocess.CompletedProcess:
+    """nbgrader autograde, every student, in the grading sandbox unless use_sandbox=False."""
+    course = Path(course).resolve()
+    args = ["autograde", assignment, "--force", *extra_args]
+    if not use_sandbox:
+        return run_nbgrader(course, *args)
+    why_not = sandbox.available()
+    if why_not:
+        raise RuntimeError(f"cannot autograde in the sandbox: {why_not}; install it, or pass "
+                           f"--no-sandbox to grade without isolation")
+    with tempfile.TemporaryDirectory(prefix="plmcourse-grading-") as scratch:
+        kernels = Path(scratch) / "jupyter"
+        sandbox.install_kernelspec(kernels, course, memory)
+        path = os.pathsep.join([str(kernels), os.environ.get("JUPYTER_PATH", "")]).rstrip(os.pathsep)
+        sockets = Path(scratch) / "ipc"
+        sockets.mkdir()
+        env = nbgrader_env({"JUPYTER_PATH": path, "PLMCOURSE_IPC_DIR": str(sockets)})
+        return run_nbgrader(course, *args, env=env)
+
+
+def feedback(course: Path, assignment: str) -> subprocess.CompletedProcess:
+    return run_nbgrader(Path(course).resolve(), "generate_feedback", assignment, "--force")
+
+
+def export(course: Path, to: str = "grades.csv") -> subprocess.CompletedProcess:
+    return run_nbgrader(Path(course).resolve(), "export", "--to", to)

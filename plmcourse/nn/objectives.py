@@ -1,0 +1,49 @@
+"""Pre-training losses in PyTorch, with the names and conventions of `plmcourse.ref.objectives`.
+
+Each loss takes logits, skips targets equal to `ignore_index` (-100) and returns the
+mean over the targets it counts, as a 0-d tensor that gradients flow through. They
+are written out (log-sum-exp minus the target's logit) rather than delegated to
+torch.nn.functional.cross_entropy, which the tests hold them against.
+"""
+
+import torch
+
+__all__ = ["IGNORE_INDEX", "cross_entropy", "causal_lm_loss", "mlm_loss"]
+
+IGNORE_INDEX = -100
+
+
+def cross_entropy(logits, targets, ignore_index=IGNORE_INDEX):
+    """Mean of -log softmax(logits)[target] over the positions whose target is not ignore_index.
+
+    logits: (..., V); targets: (...) integer ids. Returns a 0-d tensor; 0.0 (with a
+    zero gradient) when no position is counted, where torch's own returns NaN.
+    """
+    if targets.shape != logits.shape[:-1]:
+        raise ValueError(f"targets must have shape {tuple(logits.shape[:-1])} (logits' shape without "
+                         f"the last axis), got {tuple(targets.shape)}.")
+    V = logits.shape[-1]
+    logits = logits.reshape(-1, V)  # (N, V)
+    targets = targets.reshape(-1)  # (N,)
+    counted = targets != ignore_index  # (N,)
+    safe = torch.where(counted, targets, 0)  # ignored positions pick a valid index, then weigh 0
+    # -log softmax(x)[t] = logsumexp(x) - x[t]; logsumexp subtracts the max itself (stable).
+    nll = torch.logsumexp(logits, dim=-1) - logits.gather(-1, safe[:, None])[:, 0]  # (N,)
+    nll = torch.where(counted, nll, 0.0)
+    return nll.sum() / counted.sum().clamp(min=1)
+
+
+def causal_lm_loss(logits, tokens, ignore_index=IGNORE_INDEX):
+    """Next-token loss: position t predicts token t + 1 (the shift is inside).
+
+    logits: (..., T, V) for the input tokens (..., T). The last position has no
+    next token and the first token is never predicted: T - 1 targets per sequence.
+    """
+    if tokens.shape != logits.shape[:-1]:
+        raise ValueError(f"tokens must have shape {tuple(logits.shape[:-1])}, got {tuple(tokens.shape)}.")
+    return cross_entropy(logits[..., :-1, :], tokens[..., 1:], ignore_index)
+
+
+def mlm_loss(logits, labels):
+    """Masked-LM loss: cross-entropy over the positions whose label is not -100 (see ref.mlm_loss)."""
+    return cross_entropy(logits, labels, IGNORE_INDEX)
