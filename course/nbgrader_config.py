@@ -18,9 +18,10 @@ c.CourseDirectory.db_url = "sqlite:///" + os.path.join(here, "gradebook.db")
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
-# Autograding: every notebook names the `python3` kernel; a cell that runs too long is
-# interrupted (that exercise scores 0) and the cells after it still run.
-c.Execute.timeout = 60
+# Autograding: every notebook names the `python3` kernel; a cell that runs longer than
+# PLMCOURSE_CELL_SECONDS (default 60) is interrupted (that exercise scores 0) and the
+# cells after it still run.
+c.Execute.timeout = int(os.environ.get("PLMCOURSE_CELL_SECONDS", "60"))
 c.Execute.interrupt_on_timeout = True
 c.Execute.kernel_name = "python3"
 

@@ -29,6 +29,32 @@ def release(args: argparse.Namespace) -> int:
     return 0
 
 
+def grade(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from plmcourse.grading import workflow
+
+    course = Path(args.course)
+    if args.step in ("collect", "all"):
+        report = workflow.collect(course, args.assignment, Path(args.folder))
+        print(report)
+    if args.step in ("autograde", "all"):
+        extra = (f"--student={args.student}",) if args.student else ()
+        done = workflow.autograde(course, args.assignment, use_sandbox=not args.no_sandbox,
+                                  memory=int(args.memory_gb * 1024 ** 3), extra_args=extra)
+        print(done.stderr if done.returncode else "autograde: done")
+        for line in workflow.verify(course, args.assignment, use_sandbox=not args.no_sandbox,
+                                    student=args.student):
+            print(f"verify: {line}")
+    if args.step in ("feedback", "all"):
+        done = workflow.feedback(course, args.assignment)
+        print(done.stderr if done.returncode else f"feedback: written to {course / 'feedback'}")
+    if args.step in ("export", "all"):
+        done = workflow.export(course, args.to)
+        print(done.stderr if done.returncode else f"export: grades written to {course / args.to}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="plmcourse", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -36,8 +62,21 @@ def main(argv: list[str] | None = None) -> int:
     rel = sub.add_parser("release", help="regenerate course/release/ from course/source/ with nbgrader")
     rel.add_argument("assignments", nargs="*", help="assignment names (default: all)")
     rel.add_argument("--course", default="course", help="the nbgrader course directory")
+    graded = sub.add_parser("grade", help="collect, autograde (sandboxed and verified), feedback, export")
+    graded.add_argument("step", choices=["collect", "autograde", "feedback", "export", "all"])
+    graded.add_argument("assignment", nargs="?", help="e.g. 03_attention (not needed for export)")
+    graded.add_argument("folder", nargs="?", help="collect/all: the folder of exported submissions")
+    graded.add_argument("--course", default="course", help="the nbgrader course directory")
+    graded.add_argument("--no-sandbox", action="store_true", help="grade without isolation (not advised)")
+    graded.add_argument("--memory-gb", type=float, default=4.0, help="memory ceiling per notebook")
+    graded.add_argument("--to", default="grades.csv", help="export: the CSV file, inside the course")
+    graded.add_argument("--student", help="autograde: only this student (default: everyone)")
     args = parser.parse_args(argv)
-    return {"doctor": doctor, "release": release}[args.command](args)
+    if args.command == "grade" and args.step != "export" and not args.assignment:
+        parser.error(f"grade {args.step} needs an assignment name")
+    if args.command == "grade" and args.step in ("collect", "all") and not args.folder:
+        parser.error(f"grade {args.step} needs the folder of submissions")
+    return {"doctor": doctor, "release": release, "grade": grade}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -22,3 +22,13 @@ from plmcourse.data.reviews import (  # noqa: E402
 )
 
 __all__ += ["review_vocabulary", "review_documents", "review_sentiment_task", "nsp_pairs"]
+
+# The word-sense world: a synthetic corpus for notebooks 01-02 (see plmcourse/data/synthetic.py).
+from plmcourse.data.synthetic import (  # noqa: E402
+    ANALOGIES,
+    SIMILARITY_PAIRS,
+    sense_sentences,
+    synthetic_corpus,
+)
+
+__all__ += ["synthetic_corpus", "sense_sentences", "SIMILARITY_PAIRS", "ANALOGIES"]

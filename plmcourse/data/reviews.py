@@ -34,6 +34,7 @@ __all__ = [
     "review_vocabulary",
     "review_documents",
     "review_sentiment_task",
+    "review_acceptability_task",
     "nsp_pairs",
 ]
 
@@ -167,3 +168,54 @@ def review_sentiment_task(seed: int = 0, n_seen: int = 6, n_train: int = 48, n_t
     test_seen = [example(seen) for _ in range(n_test)]
     test_unseen = [example(unseen) for _ in range(n_test)]
     return {"train": train, "test_seen": test_seen, "test_unseen": test_unseen, "seen": seen}
+
+
+def review_acceptability_task(seed: int = 0, n_seen: int = 4, n_train: int = 64, n_test: int = 400):
+    """A small labelled task in the style of CoLA: is a sentence well formed (1) or not (0)?
+
+    Well-formed sentences come from the review grammar ("the soup was superb .",
+    "what a dull plot .", "i loved the menu ."); ill-formed ones are the same
+    sentences with a noun swapped with the adjective or verb ("the superb was soup .").
+    Both kinds contain exactly the same words, so only word order together with the
+    *kind* of each word (noun, adjective, verb) decides the label. The labelled
+    training set uses `n_seen` nouns, adjectives and verbs of each kind;
+    the unlabelled reviews use them all. Returns a dict with
+        train        n_train (words, label) pairs, seen words only, half of each label
+        test_seen    n_test pairs, new sentences with the seen words
+        test_unseen  n_test pairs with words that never occur in `train`
+        seen         the seen words
+    """
+    rng = np.random.default_rng(seed)
+    nouns = [n for group in TOPICS.values() for n in group]
+    adjectives = list(POSITIVE + NEGATIVE)
+    verbs = list(_VERBS[True] + _VERBS[False])
+
+    def split_words(words, k):
+        chosen = [str(w) for w in rng.choice(words, k, replace=False)]
+        return chosen, [w for w in words if w not in chosen]
+
+    seen_nouns, other_nouns = split_words(nouns, 2 * n_seen)
+    seen_adjectives, other_adjectives = split_words(adjectives, 2 * n_seen)
+    seen_verbs, other_verbs = split_words(verbs, n_seen // 2 or 1)
+
+    def example(nouns, adjectives, verbs, good):
+        noun, adj, verb = _pick(rng, nouns), _pick(rng, adjectives), _pick(rng, verbs)
+        kind = int(rng.integers(4))
+        if kind == 0:
+            words = ["the", noun, "was", adj, "."] if good else ["the", adj, "was", noun, "."]
+        elif kind == 1:
+            adv = _pick(rng, _ADVERBS)
+            words = ["the", noun, "was", adv, adj, "."] if good else ["the", adj, "was", adv, noun, "."]
+        elif kind == 2:
+            words = ["what", "a", adj, noun, "."] if good else ["what", "a", noun, adj, "."]
+        else:
+            words = ["i", verb, "the", noun, "."] if good else ["i", noun, "the", verb, "."]
+        return words, int(good)
+
+    def examples(n, *words):
+        return [example(*words, good=i % 2 == 0) for i in range(n)]
+
+    seen = (seen_nouns, seen_adjectives, seen_verbs)
+    return {"train": examples(n_train, *seen), "test_seen": examples(n_test, *seen),
+            "test_unseen": examples(n_test, other_nouns, other_adjectives, other_verbs),
+            "seen": seen_nouns + seen_adjectives + seen_verbs}

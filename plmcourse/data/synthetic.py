@@ -118,7 +118,7 @@ _SUBSTITUTES = {
 _SENSE_TEMPLATES = {
     ("bank", "river"): [
         ("left", "{subj} sat on the {w} of the river and watched the {animal} ."),
-        ("left", "the boat drifted {slowly} towards the {muddy} {w} ."),
+        ("left", "the boat drifted {slowly} towards the {muddy} {w} {when} ."),
         ("left", "{subj} fished from the {muddy} {w} {when} ."),
         ("right", "the {w} was covered in {mud} after the {rain} ."),
         ("right", "the {w} of the river was {green} with {grass} ."),
@@ -136,16 +136,16 @@ _SENSE_TEMPLATES = {
         ("left", "fruit such as the {fruit} , the {fruit} and the {w} is {sweet} ."),
         ("left", "{subj} ate a {ripe} {w} from the tree in the orchard {when} ."),
         ("left", "{subj} squeezed the juice from a {sweet} {w} ."),
-        ("right", "the {w} was {ripe} and full of juice ."),
+        ("right", "the {w} was {ripe} and full of juice {when} ."),
         ("right", "the {w} fell from the tree in the orchard {when} ."),
         ("right", "the {w} tasted {sweet} and {ripe} ."),
     ],
     ("apple", "company"): [
-        ("left", "the new {device} from {w} is faster than the old one ."),
-        ("left", "shares of {w} rose after the company launched a {device} ."),
+        ("left", "the new {device} from {w} is {faster} than the old one ."),
+        ("left", "shares of {w} rose {when} after the company launched a {device} ."),
         ("left", "engineers at {w} wrote software for the {device} {when} ."),
         ("right", "the {w} {device} is slower than the newest {device} ."),
-        ("right", "the {w} company sold software and {device} parts ."),
+        ("right", "the {w} company sold {software} and {device} parts ."),
         ("right", "the {w} {device} ran the new software {when} ."),
     ],
 }
@@ -167,6 +167,8 @@ _SLOTS = {
     "sweet": ["sweet", "fresh", "juicy"],
     "ripe": ["ripe", "red", "soft"],
     "device": ["phone", "computer", "laptop", "tablet"],
+    "faster": ["faster", "lighter", "cheaper"],
+    "software": ["software", "chips", "screens"],
 }
 
 
@@ -377,7 +379,11 @@ def sense_sentences(word: str, n_per_sense: int = 50, seed: int = 1) -> Syntheti
         raise ValueError(f"{word!r} is not one of the polysemous words {sorted(SENSES)}.")
     rng = np.random.default_rng(seed)
     sentences, senses, seen = [], [], set()
+    attempts = 0
     while len(sentences) < 2 * n_per_sense:
+        attempts += 1
+        if attempts > 100 * n_per_sense:
+            raise ValueError(f"could not find {n_per_sense} distinct sentences per sense of {word!r}.")
         index = len(sentences)
         sense = SENSES[word][index % 2]
         tokens, position, used, side = _sense_sentence(rng, word, sense, use_word_prob=1.0)

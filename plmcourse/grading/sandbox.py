@@ -56,7 +56,8 @@ def readonly_paths() -> list[Path]:
 
 
 def bwrap_command(kernel_argv: list[str], notebook_dir: Path, course_root: Path,
-                  connection_file: Path, socket_dir: Path | None = None) -> list[str]:
+                  connection_file: Path | None = None, socket_dir: Path | None = None) -> list[str]:
+    """bwrap arguments that run `kernel_argv` with only `notebook_dir` (and the kernel's sockets) shared."""
     cmd = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
            "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
            "--die-with-parent", "--new-session"]
@@ -66,8 +67,9 @@ def bwrap_command(kernel_argv: list[str], notebook_dir: Path, course_root: Path,
             cmd += ["--tmpfs", hidden]
     for path in readonly_paths():
         cmd += ["--ro-bind", str(path), str(path)]
-    cmd += ["--bind", str(notebook_dir), str(notebook_dir),
-            "--ro-bind", str(connection_file), str(connection_file)]
+    cmd += ["--bind", str(notebook_dir), str(notebook_dir)]
+    if connection_file is not None:
+        cmd += ["--ro-bind", str(connection_file), str(connection_file)]
     if socket_dir is not None:
         cmd += ["--bind", str(socket_dir), str(socket_dir)]
     cmd += ["--chdir", str(notebook_dir),
@@ -78,6 +80,11 @@ def bwrap_command(kernel_argv: list[str], notebook_dir: Path, course_root: Path,
             # take that for "nbgrader has exited" and quit. --die-with-parent does that job here.
             "--unsetenv", "JPY_PARENT_PID"]
     return cmd + ["--", *kernel_argv]
+
+
+def limit_memory(memory: int) -> None:
+    """Cap this process's (and its children's) data segment: a bigger allocation raises MemoryError."""
+    resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
 
 
 def launch(connection_file: str, course_root: str, memory: int, kernel_args: list[str]) -> None:
@@ -96,7 +103,7 @@ def launch(connection_file: str, course_root: str, memory: int, kernel_args: lis
         if not Path(info["ip"]).is_absolute() or socket_dir == course or socket_dir in course.parents:
             sys.exit(f"sandbox: the kernel's socket path {info['ip']!r} must be absolute and outside "
                      f"the course; run through `plmcourse grade autograde`")
-    resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
+    limit_memory(memory)
     kernel = [sys.executable, "-m", "ipykernel_launcher", "-f", str(connection), *kernel_args]
     cmd = bwrap_command(kernel, notebook_dir, course, connection, socket_dir)
     os.execvp(cmd[0], cmd)

@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -156,3 +157,25 @@ def feedback(course: Path, assignment: str) -> subprocess.CompletedProcess:
 
 def export(course: Path, to: str = "grades.csv") -> subprocess.CompletedProcess:
     return run_nbgrader(Path(course).resolve(), "export", "--to", to)
+
+
+def verify(course: Path, assignment: str, use_sandbox: bool = True, student: str | None = None) -> list[str]:
+    """Second opinion on every autograded notebook (plmcourse.grading.verify); one line per finding."""
+    from plmcourse.grading.verify import reconcile, suspicious, verify_notebook
+
+    course = Path(course).resolve()
+    url = f"sqlite:///{course / 'gradebook.db'}"
+    notebooks = sorted((course / "autograded").glob(f"{student or '*'}/{assignment}/*.ipynb"))
+    # The re-runs are independent processes; the gradebook is written afterwards, one at a time.
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        all_verdicts = list(pool.map(lambda nb: verify_notebook(nb, course, use_sandbox), notebooks))
+    lines = []
+    for notebook, verdicts in zip(notebooks, all_verdicts):
+        student = notebook.parent.parent.name
+        if verdicts.problem:
+            lines.append(f"{student}: not verified, {verdicts.problem}; nbgrader's scores kept, review by hand")
+        lines += reconcile(url, assignment, notebook.stem, student, verdicts)
+        flags = suspicious(notebook)
+        if flags:
+            lines.append(f"{student}: flagged for review, the submission {', '.join(flags)}")
+    return lines

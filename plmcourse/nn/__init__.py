@@ -61,3 +61,23 @@ __all__ += [
     "generate", "sample_next", "top_k_filter", "top_p_filter",
     "parameter_count", "block_parameter_count", "albert_savings",
 ]
+
+# Word vectors and ELMo (notebooks 01-02).
+from plmcourse.nn.word_vectors import (  # noqa: E402
+    cbow_negative_sampling_loss,
+    glove_loss,
+    noise_distribution,
+    skipgram_negative_sampling_loss,
+    skipgram_pairs,
+    subsample,
+    train_cbow,
+    train_glove,
+    train_skipgram,
+)
+from plmcourse.nn.elmo import BiLM, ScalarMix, bilm_loss, reverse_padded, scalar_mix  # noqa: E402
+
+__all__ += [
+    "skipgram_negative_sampling_loss", "cbow_negative_sampling_loss", "glove_loss", "noise_distribution",
+    "subsample", "skipgram_pairs", "train_skipgram", "train_cbow", "train_glove",
+    "BiLM", "ScalarMix", "scalar_mix", "bilm_loss", "reverse_padded",
+]

@@ -50,3 +50,38 @@ __all__ += [
     "text_infilling", "sentence_permutation", "document_rotation", "t5_span_corruption",
     "prefix_lm_mask", "permutation_mask", "top_k_filter", "top_p_filter",
 ]
+
+# Word vectors and language models (notebooks 01-02).
+from plmcourse.ref.word_vectors import (  # noqa: E402
+    WordVectors,
+    analogy,
+    cbow_forward,
+    cooccurrence_counts,
+    cosine_similarity,
+    evaluate_analogies,
+    evaluate_similarity,
+    glove_loss,
+    glove_weight,
+    log_sigmoid,
+    log_softmax,
+    nearest_neighbours,
+    noise_distribution,
+    numerical_gradient,
+    one_hot,
+    ppmi,
+    sample_negatives,
+    sigmoid,
+    skipgram_negative_sampling_loss,
+    skipgram_softmax_loss,
+    spearman,
+    svd_vectors,
+)
+from plmcourse.ref.language_models import NGramLM, bilm_loss, perplexity, scalar_mix  # noqa: E402
+
+__all__ += [
+    "log_softmax", "log_sigmoid", "sigmoid", "one_hot", "cooccurrence_counts", "ppmi", "svd_vectors",
+    "skipgram_negative_sampling_loss", "skipgram_softmax_loss", "cbow_forward", "glove_weight",
+    "glove_loss", "noise_distribution", "sample_negatives", "numerical_gradient", "cosine_similarity",
+    "nearest_neighbours", "analogy", "spearman", "evaluate_similarity", "evaluate_analogies",
+    "WordVectors", "perplexity", "NGramLM", "bilm_loss", "scalar_mix",
+]

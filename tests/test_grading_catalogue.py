@@ -1,0 +1,259 @@
+"""Grades that survive bad and hostile submissions: a catalogue run through the real pipeline.
+
+Every submission below is a notebook a student could hand in for 03_attention. They go
+through `plmcourse grade` exactly as an instructor runs it: collect (from a folder shaped
+like a learning platform's export), autograde (nbgrader, each kernel in the bubblewrap
+sandbox), verify (the second opinion outside the kernel), feedback and export. Then the
+real gradebook and the real CSV are read and each submission's score is compared with the
+score it deserves.
+
+Points: softmax 2, scaled dot-product attention 3, causal mask 1, multi-head attention 4.
+The notebook's attention answer calls the student's own softmax, as the exercise allows,
+so a softmax that fails takes attention's 3 points with it (BROKEN_SOFTMAX below).
+"""
+
+import csv
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+
+import nbformat
+import pytest
+
+from conftest import COURSE
+from plmcourse.grading import sandbox
+
+pytestmark = [pytest.mark.nbgrader,
+              pytest.mark.skipif(sandbox.available() is not None, reason=str(sandbox.available()))]
+
+ASSIGNMENT = "03_attention"
+POINTS = {"softmax": 2, "scaled_dot_product_attention": 3, "causal_mask": 1, "multi_head_attention": 4}
+FULL = sum(POINTS.values())
+BROKEN_SOFTMAX = FULL - 2 - 3
+CELL_SECONDS = 10  # instead of 60, so that the infinite loop costs the test little
+
+
+def release():
+    return nbformat.read(COURSE / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+
+
+def answers():
+    source = nbformat.read(COURSE / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+    return {c.metadata["nbgrader"]["grade_id"]: c.source for c in source.cells
+            if c.metadata.get("nbgrader", {}).get("solution")}
+
+
+def solved(**replace):
+    """The release notebook with every answer filled in; `replace` swaps in other answer cells."""
+    nb = release()
+    filled = {**answers(), **replace}
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in filled:
+            cell.source = filled[grade_id]
+    return nb
+
+
+def with_cell(nb, source, after="softmax"):
+    """Insert an ordinary code cell right after the answer cell `after`."""
+    index = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == after)
+    nb.cells.insert(index + 1, nbformat.v4.new_code_cell(source))
+    return nb
+
+
+def edit_test_cell(nb, grade_id, change):
+    for cell in list(nb.cells):
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
+            change(nb, cell)
+    return nb
+
+
+WRONG_SOFTMAX = "def softmax(x, axis=-1):\n    return np.exp(x) / np.exp(x).sum()\n"
+DETACHED_MHA = answers()["multi_head_attention"].replace("return merged @ w_o, weights",
+                                                         "return (merged @ w_o).detach(), weights")
+
+CATALOGUE = {
+    # name: (notebook, expected total, what the grading report or feedback must say)
+    "correct": (lambda: solved(), FULL, None),
+    "partial-visible-only": (lambda: solved(causal_mask=(
+        "def causal_mask(n):\n"
+        "    if n > 8:  # only the sizes the visible test uses\n"
+        "        return np.ones((n, n), dtype=bool)\n"
+        "    return np.tril(np.ones((n, n), dtype=bool))\n")), FULL - 1, "check_causal_mask failed"),
+    "raises": (lambda: solved(softmax="def softmax(x, axis=-1):\n    raise ValueError('not today')\n"),
+               BROKEN_SOFTMAX, "your function raised ValueError: not today"),
+    "wrong-dtype-and-nan": (lambda: solved(
+        causal_mask="def causal_mask(n):\n    return np.tril(np.ones((n, n), dtype=int))\n",
+        scaled_dot_product_attention=answers()["scaled_dot_product_attention"].replace(
+            "-np.inf)", "np.nan)")), FULL - 4, "expected bool"),
+    "gradient-cut": (lambda: solved(multi_head_attention=DETACHED_MHA), FULL - 4, "gradient"),
+    "infinite-loop": (lambda: solved(multi_head_attention=(
+        "def multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):\n"
+        "    while True:\n        pass\n")), FULL - 4, None),
+    "huge-memory": (lambda: solved(softmax=(
+        "def softmax(x, axis=-1):\n    big = np.ones((60_000, 60_000))  # 28 GB\n    return big\n")),
+        BROKEN_SOFTMAX, "MemoryError"),
+    "test-cell-edited-to-pass": (lambda: edit_test_cell(solved(softmax=WRONG_SOFTMAX), "test_softmax",
+                                                        lambda nb, c: setattr(c, "source", "pass")),
+                                 BROKEN_SOFTMAX, "check_softmax failed"),
+    "test-cell-deleted": (lambda: edit_test_cell(solved(softmax=WRONG_SOFTMAX), "test_softmax",
+                                                 lambda nb, c: nb.cells.remove(c)), BROKEN_SOFTMAX,
+                          "check_softmax failed"),
+    "test-metadata-stripped": (lambda: edit_test_cell(solved(softmax=WRONG_SOFTMAX), "test_softmax",
+                                                      lambda nb, c: c.metadata.pop("nbgrader")),
+                               BROKEN_SOFTMAX, "check_softmax failed"),
+    "comparisons-patched": (lambda: with_cell(solved(softmax=WRONG_SOFTMAX),
+        "import builtins, math, torch\n"
+        "np.allclose = lambda *a, **k: True\nnp.isclose = lambda *a, **k: np.True_\n"
+        "np.testing.assert_allclose = lambda *a, **k: None\ntorch.allclose = lambda *a, **k: True\n"
+        "math.isclose = lambda *a, **k: True\nbuiltins.all = lambda *a, **k: True\n"), BROKEN_SOFTMAX,
+        "check_softmax failed"),
+    "checks-patched": (lambda: with_cell(solved(softmax=WRONG_SOFTMAX), (
+        "import plmcourse.grading, plmcourse.grading.attention as attention_checks\n"
+        "plmcourse.grading.check_softmax = lambda *a, **k: print('check_softmax: 9 cases passed.')\n"
+        "attention_checks.check_softmax.__code__ = (lambda fn, hidden=False: None).__code__\n"
+        "get_ipython().set_custom_exc((Exception,), lambda *a, **k: print('all good'))\n")),
+        BROKEN_SOFTMAX, "failed verification"),
+    "delegates-to-reference": (lambda: solved(softmax=(
+        "from plmcourse.ref import softmax as course_softmax\n\n"
+        "def softmax(x, axis=-1):\n    return course_softmax(x, axis=axis)\n")), FULL - 2,
+        "your function calls plmcourse.ref.softmax"),
+    "reads-source-writes-gradebook": (lambda: with_cell(solved(softmax=""), (
+        "import json, sqlite3\n"
+        "try:\n"
+        "    stolen = json.load(open('../../../source/03_attention/03_attention.ipynb'))\n"
+        "    exec(next(c['source'] for c in stolen['cells'] if 'def softmax' in ''.join(c['source'])))\n"
+        "except OSError as err:\n    print('no source:', err)\n"
+        "try:\n"
+        "    db = sqlite3.connect('../../../gradebook.db')\n"
+        "    db.execute('update grade set manual_score = 100')\n    db.commit()\n"
+        "except Exception as err:\n    print('no gradebook:', err)\n")), BROKEN_SOFTMAX, "flagged for review"),
+    "empty-notebook": (lambda: nbformat.v4.new_notebook(), 0, None),
+}
+REPORTED_NOT_GRADED = {
+    # name: (file contents, sentence the collect report must contain)
+    "invalid-json": ('{"cells": [', "not valid notebook JSON"),
+    "other-assignment": (None, "different assignment"),
+}
+
+
+def write_export(folder):
+    """A folder shaped like an LMS export: <student>_<anything>.ipynb, one per student."""
+    folder.mkdir()
+    for student, (make, _, _) in CATALOGUE.items():
+        nbformat.write(make(), folder / f"{student}_{ASSIGNMENT}.ipynb")
+    (folder / f"invalid-json_{ASSIGNMENT}.ipynb").write_text(REPORTED_NOT_GRADED["invalid-json"][0])
+    welcome = COURSE / "source" / "00_welcome" / "00_welcome.ipynb"
+    shutil.copy(welcome, folder / f"other-assignment_{ASSIGNMENT}.ipynb")
+
+
+def plmcourse_grade(course, *args):
+    env = {**os.environ, "PLMCOURSE_CELL_SECONDS": str(CELL_SECONDS),
+           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
+    done = subprocess.run([sys.executable, "-m", "plmcourse", "grade", *args, "--course", str(course)],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def scores(course):
+    """student -> {exercise: score}, straight from the gradebook's SQLite file."""
+    from nbgrader.api import Gradebook
+
+    result = {}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        for student in gradebook.students:
+            try:
+                result[student.id] = {name: gradebook.find_grade(f"test_{name}", ASSIGNMENT, ASSIGNMENT,
+                                                                  student.id).score for name in POINTS}
+            except Exception:  # a student with no graded submission
+                continue
+    return result
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    root = tmp_path_factory.mktemp("catalogue")
+    course = root / "course"
+    course.mkdir()
+    shutil.copy(COURSE / "nbgrader_config.py", course)
+    shutil.copytree(COURSE / "source" / ASSIGNMENT, course / "source" / ASSIGNMENT)
+    shutil.copytree(COURSE / "source" / "00_welcome", course / "source" / "00_welcome")
+    subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"],
+                   cwd=course, check=True, capture_output=True,
+                   env={**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]})
+    write_export(root / "export")
+    start = time.perf_counter()
+    report = plmcourse_grade(course, "all", ASSIGNMENT, str(root / "export"))
+    seconds = time.perf_counter() - start
+    print(f"\ncatalogue of {len(CATALOGUE)} graded in {seconds:.0f} s "
+          f"({len(CATALOGUE) / seconds * 60:.1f} submissions per minute, sandbox + verifier)")
+    return course, report, scores(course)
+
+
+@pytest.mark.parametrize("student", CATALOGUE)
+def test_each_submission_gets_the_score_it_deserves(graded, student):
+    _, _, got = graded
+    assert student in got, f"{student} was not graded"
+    assert sum(got[student].values()) == CATALOGUE[student][1], got[student]
+
+
+@pytest.mark.parametrize("student", [s for s, (_, _, said) in CATALOGUE.items() if said])
+def test_each_failure_is_explained(graded, student):
+    course, report, _ = graded
+    said = CATALOGUE[student][2]
+    feedback = course / "feedback" / student / ASSIGNMENT / f"{ASSIGNMENT}.html"
+    text = report + (feedback.read_text() if feedback.exists() else "")
+    assert said in text, f"{student}: neither the grading report nor the feedback says {said!r}"
+
+
+@pytest.mark.parametrize("name", REPORTED_NOT_GRADED)
+def test_unreadable_or_foreign_notebooks_are_reported_and_skipped(graded, name):
+    _, report, got = graded
+    assert name not in got
+    line = next(line for line in report.splitlines() if line.startswith(f"skipped {name}"))
+    assert REPORTED_NOT_GRADED[name][1] in line
+
+
+def test_exported_csv_matches_the_gradebook(graded):
+    course, _, got = graded
+    with open(course / "grades.csv") as f:
+        rows = {row["student_id"]: row for row in csv.DictReader(f) if row["assignment"] == ASSIGNMENT}
+    for student, expected in ((s, e) for s, (_, e, _) in CATALOGUE.items()):
+        assert float(rows[student]["score"]) == expected
+        assert float(rows[student]["max_score"]) == FULL
+
+
+def test_feedback_hides_hidden_tests_and_tracebacks(graded):
+    course, _, _ = graded
+    html = (course / "feedback" / "partial-visible-only" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+    assert "check_causal_mask failed" in html           # the check's sentence is there...
+    assert "hidden=True" not in html                      # ...the hidden test's code is not
+    assert "Traceback" not in html and "site-packages" not in html
+
+
+def test_sandbox_kept_source_and_gradebook_out_of_reach(graded):
+    course, _, got = graded
+    graded_nb = nbformat.read(course / "autograded" / "reads-source-writes-gradebook" / ASSIGNMENT /
+                              f"{ASSIGNMENT}.ipynb", as_version=4)
+    printed = "".join(o.get("text", "") for c in graded_nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "no source:" in printed and "no gradebook:" in printed
+    with sqlite3.connect(course / "gradebook.db") as db:
+        assert db.execute("select count(*) from grade where manual_score = 100").fetchone()[0] == 0
+
+
+def test_grading_again_gives_the_same_grades(graded):
+    course, _, before = graded
+    again = [s for s in ("correct", "checks-patched", "partial-visible-only")]
+    env = {**os.environ, "PLMCOURSE_CELL_SECONDS": str(CELL_SECONDS)}
+    for student in again:
+        done = subprocess.run([sys.executable, "-m", "plmcourse", "grade", "autograde", ASSIGNMENT,
+                               "--course", str(course), "--student", student],
+                              capture_output=True, text=True, env=env)
+        assert done.returncode == 0, done.stderr
+    after = scores(course)
+    assert after == before
