@@ -6,9 +6,9 @@ JSON files in bench/results/, so results of benchmarks not rerun are kept.
 
 import sys
 
-from bench import attention, report, threads
+from bench import attention, grading, report, threads
 
-BENCHMARKS = {"attention": attention.main, "threads": threads.main}
+BENCHMARKS = {"attention": attention.main, "threads": threads.main, "grading": grading.main}
 
 
 def main(argv):

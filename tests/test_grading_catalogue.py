@@ -110,8 +110,8 @@ CATALOGUE = {
         "import builtins, math, torch\n"
         "np.allclose = lambda *a, **k: True\nnp.isclose = lambda *a, **k: np.True_\n"
         "np.testing.assert_allclose = lambda *a, **k: None\ntorch.allclose = lambda *a, **k: True\n"
-        "math.isclose = lambda *a, **k: True\nbuiltins.all = lambda *a, **k: True\n"), BROKEN_SOFTMAX,
-        "check_softmax failed"),
+        "math.isclose = lambda *a, **k: True\nbuiltins.all = lambda *a, **k: True\n"), 0,
+        "the notebook replaced"),  # before the checks loaded: no check gives this kernel a verdict
     "checks-patched": (lambda: with_cell(solved(softmax=WRONG_SOFTMAX), (
         "import plmcourse.grading, plmcourse.grading.attention as attention_checks\n"
         "plmcourse.grading.check_softmax = lambda *a, **k: print('check_softmax: 9 cases passed.')\n"
@@ -233,7 +233,7 @@ def test_feedback_hides_hidden_tests_and_tracebacks(graded):
     html = (course / "feedback" / "partial-visible-only" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
     assert "check_causal_mask failed" in html           # the check's sentence is there...
     assert "hidden=True" not in html                      # ...the hidden test's code is not
-    assert "Traceback" not in html and "site-packages" not in html
+    assert "most recent call last" not in html and "site-packages" not in html
 
 
 def test_sandbox_kept_source_and_gradebook_out_of_reach(graded):

@@ -22,7 +22,9 @@ Three guards keep a verdict honest:
 """
 
 import builtins
+import functools
 import math
+import os
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -94,8 +96,60 @@ def protect(*modules):
         _ORIGINALS.append((module.__dict__, dict(module.__dict__)))
 
 
-protect(builtins, math, np, numpy.linalg, numpy.random,
-        torch, torch.nn, torch.nn.functional, torch.linalg, torch.autograd)
+_LIBRARIES = (builtins, math, np, numpy.linalg, numpy.random,
+              torch, torch.nn, torch.nn.functional, torch.linalg, torch.autograd)
+protect(*_LIBRARIES)
+
+
+# ----------------------------------------------------------------------------
+# Was anything replaced before the checks were imported?
+#
+# pristine() can only put back what it saw at import. If a notebook replaced, say,
+# np.allclose before its first test cell imported the checks, the "original" is the fake;
+# the checks then refuse to give a verdict (the verifier, which imports the checks before
+# any student code, still gives one).
+
+_LIBRARY_ROOTS = tuple(sorted({os.path.realpath(p) for p in (
+    sys.prefix, sys.base_prefix, os.path.dirname(os.__file__),
+    os.path.dirname(os.path.dirname(np.__file__)), os.path.dirname(os.path.dirname(torch.__file__)))}))
+
+
+def _planted(obj):
+    """True for a callable that a notebook put into a library: defined in a cell, not a library file."""
+    if isinstance(obj, functools.partial):
+        return True
+    code = getattr(obj, "__code__", None)
+    if code is not None:
+        # Notebook cells compile to "<ipython-input-...>" or an absolute temporary file;
+        # library code lives under the roots (Cython functions carry relative .pyx paths).
+        filename = code.co_filename
+        if filename.startswith("<ipython-input"):
+            return True
+        return os.path.isabs(filename) and not os.path.realpath(filename).startswith(_LIBRARY_ROOTS)
+    kind = obj if isinstance(obj, type) else type(obj)
+    return getattr(kind, "__module__", None) == "__main__"
+
+
+def _tampered():
+    found = [f"{module.__name__}.{name}" for module in _LIBRARIES
+             for name, obj in list(vars(module).items()) if callable(obj) and _planted(obj)]
+    # The C functions the comparisons rest on must be the ones their names say.
+    for name, ufunc in (("absolute", _absolute), ("subtract", _subtract), ("isnan", _isnan),
+                        ("isfinite", _isfinite), ("equal", _equal)):
+        if not isinstance(ufunc, np.ufunc) or ufunc.__name__ != name:
+            found.append(f"numpy.{name}")
+    return found
+
+
+TAMPERED = _tampered()
+
+# torch imports these (and sympy with them) lazily, the first time a TorchFunctionMode sees
+# certain calls; sympy's import-time code breaks under a replaced builtins.all. Import them
+# now, while the builtins are (if TAMPERED is empty) the genuine ones.
+try:
+    import torch.fx.experimental.symbolic_shapes  # noqa: E402,F401
+except Exception:  # only when builtins were already replaced; TAMPERED says so
+    pass
 
 
 def _undo_reassignments():
@@ -236,6 +290,11 @@ def run_check(name, fn, cases, *, arg_names, reference, judge, seal=(), explain_
     seal: (object, label) pairs `fn` must not call, e.g. (ref.softmax, "plmcourse.ref.softmax").
     explain_error(exception) -> an extra hint for an exception raised by `fn`, or None.
     """
+    if TAMPERED:
+        more = f" and {len(TAMPERED) - 1} more" if len(TAMPERED) > 1 else ""
+        raise CheckFailed(_one_sentence(
+            f"{name} cannot give a verdict in this kernel: the notebook replaced {TAMPERED[0]}{more} "
+            f"before the checks were loaded; remove that code, restart the kernel and run all cells"))
     with pristine() as env:
         for number, case in enumerate(cases, 1):
             expected = reference(case)

@@ -76,8 +76,8 @@ def check_submission(path: Path, expected_ids: set[str]) -> str | None:
     """None if `path` is a notebook of this assignment, else one sentence saying what is wrong."""
     try:
         nb = nbformat.read(path, as_version=4)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        return f"it is not valid notebook JSON ({type(err).__name__}: {err})"
+    except (json.JSONDecodeError, UnicodeDecodeError, nbformat.reader.NotJSONError) as err:
+        return f"it is not valid notebook JSON ({' '.join(str(err).split())[:120]})"
     except Exception as err:  # nbformat raises several kinds for a malformed notebook
         return f"it cannot be read as a notebook ({type(err).__name__}: {err})"
     found = {c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells} - {None}
