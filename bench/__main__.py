@@ -6,9 +6,14 @@ JSON files in bench/results/, so results of benchmarks not rerun are kept.
 
 import sys
 
-from bench import attention, grading, report, threads
+from bench import attention, grading, notebooks, report, threads
 
-BENCHMARKS = {"attention": attention.main, "threads": threads.main, "grading": grading.main}
+BENCHMARKS = {
+    "attention": attention.main,
+    "threads": threads.main,
+    "notebooks": notebooks.main,
+    "grading": grading.main,
+}
 
 
 def main(argv):

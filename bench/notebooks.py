@@ -1,0 +1,62 @@
+"""The course's own budget: every source notebook run top to bottom, wall time and peak memory.
+
+Each notebook runs in a fresh `python3` kernel, once with the machine's threads and once
+with one thread (as on Binder: OMP_NUM_THREADS=1 and MKL_NUM_THREADS=1 in the kernel's
+environment). Budget per notebook: 120 s and 2 GB; the whole course: 15 minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+from bench.common import write_result
+
+ROOT = Path(__file__).resolve().parent.parent
+PEAK = ("import json as _j, resource as _r\n"
+        "print(_j.dumps({'peak': _r.getrusage(_r.RUSAGE_SELF).ru_maxrss * 1024}))")
+
+
+def run(path: Path, threads: int | None) -> tuple[float, int]:
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(PEAK))
+    saved = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    if threads:
+        os.environ.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    try:
+        client = NotebookClient(nb, kernel_name="python3", timeout=600,
+                                resources={"metadata": {"path": str(path.parent)}})
+        start = time.perf_counter()
+        client.execute()
+        seconds = time.perf_counter() - start
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    return seconds, json.loads(nb.cells[-1].outputs[0]["text"])["peak"]
+
+
+def main():
+    rows = []
+    totals = {"all threads": 0.0, "1 thread": 0.0}
+    for path in sorted((ROOT / "course" / "source").glob("*/*.ipynb")):
+        for label, threads in (("all threads", None), ("1 thread", 1)):
+            seconds, peak = run(path, threads)
+            totals[label] += seconds
+            rows.append({"notebook": path.stem, "threads": label, "seconds": round(seconds, 1),
+                         "peak memory (MiB)": round(peak / 2 ** 20),
+                         "within budget (120 s, 2 GiB)": "yes" if seconds < 120 and peak < 2 * 2 ** 30 else "NO"})
+    for label, seconds in totals.items():
+        rows.append({"notebook": "whole course", "threads": label, "seconds": round(seconds, 1),
+                     "peak memory (MiB)": "", "within budget (120 s, 2 GiB)":
+                     "yes" if seconds < 900 else "NO (budget 15 min)"})
+    return write_result("notebooks", {"title": "The course's own budget: every notebook, top to bottom",
+                                      "rows": rows})
+
+
+if __name__ == "__main__":
+    print(main())
