@@ -20,8 +20,10 @@ from plmcourse.data.reviews import (  # noqa: E402
     review_sentiment_task,
     review_vocabulary,
 )
+from plmcourse.data.reviews import review_acceptability_task  # noqa: E402
 
 __all__ += ["review_vocabulary", "review_documents", "review_sentiment_task", "nsp_pairs"]
+__all__ += ["review_acceptability_task"]
 
 # The word-sense world: a synthetic corpus for notebooks 01-02 (see plmcourse/data/synthetic.py).
 from plmcourse.data.synthetic import (  # noqa: E402

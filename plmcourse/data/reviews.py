@@ -1,22 +1,26 @@
 """The review world: a small synthetic corpus, designed so that a lesson's effect shows in seconds on a CPU.
 
-The review world
-----------------
 Short reviews of restaurants, films, hotels and phones, written from a small
-grammar with about 150 words. Every review has one topic (its nouns) and one
+grammar with about 100 words. Every review has one topic (its nouns) and one
 sentiment, which its adjectives, verbs and closing line share:
 
-    we went to san francisco . the soup was superb . i loved the menu .
-    the waiter was very friendly and the dessert was fresh . highly recommended .
+    we went to san francisco . the soup was superb , i loved it . what a stale menu .
+    the waiter was pleasant and lovely . highly recommended .
 
-Unlabelled reviews teach a model which adjectives are good news and which bad:
-"superb" turns up next to "loved" and "highly recommended", "stale" next to
-"hated" and "never again". A labelled task (`review_sentiment_task`) then asks
-for the sentiment of a lone sentence such as "the battery was stale ." with
-labels for only a few of the adjectives: knowing the others can only come from
-the unlabelled text. City names of two words ("new york", "new delhi", "san
-diego", ...) serve notebook 04's example of what predicting masked words one by
-one gets wrong.
+Two labelled tasks go with it, each with labels for only a few words, as real
+tasks never cover the vocabulary:
+
+- `review_acceptability_task` (in the style of CoLA): is a sentence well formed
+  ("the soup was superb .") or not ("the superb was soup .")? What decides is the
+  kind of each word (noun, adjective, verb), which a masked language model learns
+  from the unlabelled reviews within a few hundred steps. Notebook 04 uses it.
+- `review_sentiment_task`: is a lone sentence positive or negative? The reviews
+  carry that signal too ("superb" comes with "loved", "stale" with "hated"), but a
+  tiny model needs far more pre-training to pick it up than a notebook can spend;
+  it is kept for experiments.
+
+City names of two words ("new york", "new delhi", "san diego", ...) serve notebook
+04's example of what predicting masked words independently gets wrong.
 
 Everything is generated from an explicit seed: the same seed gives the same
 documents, pairs and splits.

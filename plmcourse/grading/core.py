@@ -433,8 +433,10 @@ def close(got, expected, atol, rtol):
         return got.dtype == expected.dtype and bool(_all_of(_equal(got, expected), axis=None))
     got = got.astype(np.float64)
     expected = expected.astype(np.float64)
-    # NaN compares False, so a NaN anywhere fails the test below.
-    within = _absolute(_subtract(got, expected)) <= atol + rtol * _absolute(expected)
+    # NaN compares False, so a NaN anywhere fails the test below; equal infinities
+    # (e.g. -inf from a log-softmax of a masked entry) match, although inf - inf is NaN.
+    with np.errstate(invalid="ignore"):
+        within = _equal(got, expected) | (_absolute(_subtract(got, expected)) <= atol + rtol * _absolute(expected))
     return bool(_all_of(within, axis=None))
 
 

@@ -18,8 +18,9 @@ Positions whose target is -100 (ignore_index) are padding.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
+
+from plmcourse.nn.objectives import cross_entropy
 
 __all__ = ["BiLM", "ScalarMix", "scalar_mix", "bilm_loss", "reverse_padded"]
 
@@ -122,16 +123,11 @@ def bilm_loss(forward_logits, backward_logits, targets, ignore_index=IGNORE_INDE
     forward_logits, backward_logits: (B, L, V); targets: (B, L), ignore_index at padding.
     forward_logits[:, t] predicts targets[:, t + 1]; backward_logits[:, t] predicts
     targets[:, t - 1]. Each direction is averaged over the predictions it makes
-    between real tokens; the result is their sum (ELMo maximises the sum of both
-    log-likelihoods).
+    between real tokens (0 if it makes none, the course's cross_entropy convention);
+    the result is their sum (ELMo maximises the sum of both log-likelihoods).
     """
-    V = forward_logits.shape[-1]
-    forward_targets = _shifted_targets(targets, +1, ignore_index)
-    backward_targets = _shifted_targets(targets, -1, ignore_index)
-    forward = F.cross_entropy(forward_logits[:, :-1].reshape(-1, V), forward_targets.reshape(-1),
-                              ignore_index=ignore_index)
-    backward = F.cross_entropy(backward_logits[:, 1:].reshape(-1, V), backward_targets.reshape(-1),
-                               ignore_index=ignore_index)
+    forward = cross_entropy(forward_logits[:, :-1], _shifted_targets(targets, +1, ignore_index), ignore_index)
+    backward = cross_entropy(backward_logits[:, 1:], _shifted_targets(targets, -1, ignore_index), ignore_index)
     return forward + backward
 
 

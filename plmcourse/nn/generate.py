@@ -63,12 +63,16 @@ def generate(model, ids, max_new_tokens, temperature=1.0, top_k=None, top_p=None
              eos_id=None, max_context=None):
     """Append up to `max_new_tokens` tokens to ids (B, T), one at a time; returns (B, T + new).
 
-    Each step feeds the last `max_context` ids (default: model.max_len if the model
-    has one) and decodes from the logits of the last position. Generation stops
-    early once every row has produced `eos_id`. Greedy: temperature=0.
+    Each step feeds the last `max_context` ids and decodes from the logits of the
+    last position. The default is model.config.max_len - 1, if the model has a
+    config: trained with the shift inside the loss on windows of max_len tokens,
+    a model never gets a target at its last position, so that position is not
+    trained and must not be the one we read. Generation stops early once every
+    row has produced `eos_id`. Greedy: temperature=0.
     """
     if max_context is None:
-        max_context = getattr(getattr(model, "config", None), "max_len", None)
+        max_len = getattr(getattr(model, "config", None), "max_len", None)
+        max_context = None if max_len is None else max(1, max_len - 1)
     was_training = getattr(model, "training", False)
     if hasattr(model, "eval"):
         model.eval()

@@ -68,6 +68,7 @@ from plmcourse.ref.word_vectors import (  # noqa: E402
     noise_distribution,
     numerical_gradient,
     one_hot,
+    pca,
     ppmi,
     sample_negatives,
     sigmoid,
@@ -81,7 +82,7 @@ from plmcourse.ref.language_models import NGramLM, bilm_loss, perplexity, scalar
 __all__ += [
     "log_softmax", "log_sigmoid", "sigmoid", "one_hot", "cooccurrence_counts", "ppmi", "svd_vectors",
     "skipgram_negative_sampling_loss", "skipgram_softmax_loss", "cbow_forward", "glove_weight",
-    "glove_loss", "noise_distribution", "sample_negatives", "numerical_gradient", "cosine_similarity",
+    "glove_loss", "noise_distribution", "sample_negatives", "numerical_gradient", "cosine_similarity", "pca",
     "nearest_neighbours", "analogy", "spearman", "evaluate_similarity", "evaluate_analogies",
     "WordVectors", "perplexity", "NGramLM", "bilm_loss", "scalar_mix",
 ]

@@ -99,11 +99,14 @@ class NGramLM:
     def log_probs(self, token_ids):
         """log P(w_t | previous words) for every position t >= 1 of the stream, (T - 1,)."""
         ids = [int(x) for x in token_ids]
-        return np.array([math.log(self.next_distribution(ids[max(0, t - self.order + 1):t])[ids[t]])
-                         for t in range(1, len(ids))])
+        probs = np.array([self.next_distribution(ids[max(0, t - self.order + 1):t])[ids[t]]
+                          for t in range(1, len(ids))])
+        with np.errstate(divide="ignore"):  # an unsmoothed model gives unseen n-grams log 0 = -inf
+            return np.log(probs)
 
     def perplexity(self, token_ids):
-        return math.exp(-float(np.mean(self.log_probs(token_ids))))
+        """exp(mean -log P) over positions 1..T-1; inf if any of them has probability 0."""
+        return float(np.exp(-np.mean(self.log_probs(token_ids))))
 
 
 def _shifted_targets(targets, shift, ignore_index):

@@ -177,8 +177,8 @@ def text_infilling(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
     Spans are drawn until round(mask_ratio * n) tokens are covered:
       - a length L ~ Poisson(poisson_lambda), cut to the number of tokens still to cover;
       - L = 0: one mask token is *inserted* at a random gap (0..n), removing nothing;
-      - L > 0: a start is drawn uniformly so that the span lies inside the sequence;
-        a span that overlaps one already chosen is drawn again.
+      - L > 0: a start is drawn uniformly among those where all L tokens are still
+        uncovered, so spans never overlap (if no free stretch is that long, L shrinks).
     Then every span becomes a single `mask_id`. The model has to work out how many
     tokens each mask stands for (0, 1, 2, ...), which plain token masking never asks.
     """
@@ -190,18 +190,17 @@ def text_infilling(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
     covered = np.zeros(n, dtype=bool)  # tokens removed by some span
     span_start = np.zeros(n, dtype=bool)  # where a span's mask token goes
     inserted = np.zeros(n + 1, dtype=np.int64)  # zero-length spans in gap g (before token g)
-    n_covered, misses = 0, 0
+    n_covered = 0
     while n_covered < to_cover:
         length = min(int(rng.poisson(poisson_lambda)), to_cover - n_covered)
-        if misses > 100:  # the free stretches have become short: fall back to single tokens
-            length = 1
         if length == 0:
             inserted[rng.integers(0, n + 1)] += 1
             continue
-        start = int(rng.integers(0, n - length + 1))
-        if covered[start:start + length].any():
-            misses += 1
-            continue
+        starts = _free_starts(covered, length)
+        while starts.size == 0:  # no free stretch is that long any more: take a shorter span
+            length -= 1
+            starts = _free_starts(covered, length)
+        start = int(starts[rng.integers(0, starts.size)])
         covered[start:start + length] = True
         span_start[start] = True
         n_covered += length
@@ -216,6 +215,12 @@ def text_infilling(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
         elif not covered[i]:
             out.append(tokens[i])
     return np.array(out, dtype=tokens.dtype)
+
+
+def _free_starts(covered, length):
+    """Positions where `length` uncovered tokens begin (a window sum of the free tokens)."""
+    free = np.concatenate([[0], np.cumsum(~covered)])  # free[i]: uncovered tokens before i
+    return np.flatnonzero(free[length:] - free[:-length] == length)
 
 
 def sentence_permutation(tokens, rng, sep_id):

@@ -37,6 +37,7 @@ __all__ = [
     "sample_negatives",
     "numerical_gradient",
     "cosine_similarity",
+    "pca",
     "nearest_neighbours",
     "analogy",
     "spearman",
@@ -63,9 +64,9 @@ def log_softmax(x, axis=-1):
     m = np.max(x, axis=axis, keepdims=True)
     m = np.where(np.isneginf(m), 0.0, m)  # an all -inf slice: avoid -inf - (-inf) = NaN
     shifted = x - m
-    with np.errstate(divide="ignore"):  # log(0) = -inf for an all -inf slice, on purpose
+    with np.errstate(divide="ignore", invalid="ignore"):  # an all -inf slice: log(0), then -inf - -inf
         log_total = np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
-    out = shifted - log_total
+        out = shifted - log_total
     return np.where(np.isneginf(log_total), -np.inf, out)
 
 
@@ -285,6 +286,20 @@ def _unit_rows(embeddings):
 def cosine_similarity(a, b):
     """Cosine of the angle between the last axes of a and b (0 for a zero vector)."""
     return np.sum(_unit_rows(a) * _unit_rows(b), axis=-1)
+
+
+def pca(vectors, k=2):
+    """Project rows onto their k principal directions: (n, k) coordinates, for 2-D plots.
+
+    The rows are centred, and the directions are the top right singular vectors of
+    the centred matrix (signs fixed as in svd_vectors), so the plot is deterministic.
+    """
+    x = np.asarray(vectors, dtype=np.float64)
+    x = x - x.mean(axis=0)
+    _, _, vt = np.linalg.svd(x, full_matrices=False)
+    directions = vt[:k].T  # (d, k)
+    signs = np.sign(directions[np.argmax(np.abs(directions), axis=0), np.arange(directions.shape[1])])
+    return x @ (directions * signs)
 
 
 def nearest_neighbours(embeddings, query, k=5, exclude=()):

@@ -1,0 +1,1054 @@
+"""Checks for notebooks 04-06: pre-training objectives, decoding filters, masks and parameter counts.
+
+    04 BERT   check_mlm_mask, check_mlm_loss, check_bert_parameter_count
+    05 GPT    check_causal_lm_loss, check_top_k_filter, check_top_p_filter
+    06 BART   check_text_infilling, check_prefix_lm_mask, check_permutation_mask
+
+Deterministic functions are compared with `plmcourse.ref` (losses with
+torch.nn.functional.cross_entropy itself, gradients included). Random functions
+cannot be compared value by value, since every correct answer draws its random
+numbers in its own order; they are judged by invariants that any correct answer
+satisfies (specials never chosen, labels -100 exactly where nothing is predicted,
+each span one mask) and by statistics on large samples, with tolerances of at least
+4.5 standard deviations, and by two calls with the same seed, which must agree.
+Every failure names the rule that was broken.
+"""
+
+import math
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from plmcourse import nn as course_nn
+from plmcourse import ref
+from plmcourse.grading.core import (
+    Case,
+    close,
+    compare,
+    describe,
+    expect_array,
+    expect_pair,
+    first_match,
+    protect,
+    run_check,
+    to_numpy,
+)
+from plmcourse.nn import models as course_models
+from plmcourse.nn import param_count as course_param_count
+
+__all__ = [
+    "check_mlm_mask",
+    "check_mlm_loss",
+    "check_bert_parameter_count",
+    "check_causal_lm_loss",
+    "check_top_k_filter",
+    "check_top_p_filter",
+    "check_text_infilling",
+    "check_prefix_lm_mask",
+    "check_permutation_mask",
+]
+
+# As in the attention checks: a notebook that reassigns a reference changes nothing here.
+protect(*[module for name, module in list(sys.modules.items())
+          if name.startswith(("plmcourse.ref", "plmcourse.nn")) and module is not None])
+
+F64 = {"atol": 1e-9, "rtol": 1e-7}
+F32 = {"atol": 2e-5, "rtol": 2e-4}
+IGNORE = -100
+
+
+def _tolerance(dtype):
+    return F32 if dtype in (torch.float32, np.float32) else F64
+
+
+def _integer_array(got, what):
+    """None if `got` is an integer NumPy array, else the problem."""
+    problem = expect_array(got, what)
+    if problem:
+        return problem
+    if got.dtype.kind not in "iu":
+        return f"{what} has dtype {got.dtype}, expected integer token ids"
+    return None
+
+
+class _Memory:
+    """What earlier cases returned, for the cases that call again with the same or another seed."""
+
+    def __init__(self):
+        self.outputs = {}
+
+    def remember(self, key, got):
+        self.outputs[key] = tuple(np.array(part, copy=True) for part in got)
+
+    def same(self, key, got):
+        before = self.outputs.get(key)
+        if before is None:
+            return None
+        now = tuple(np.asarray(part) for part in got)
+        return len(before) == len(now) and all(
+            a.shape == b.shape and bool(np.all(a == b)) for a, b in zip(before, now))
+
+
+SAME_SEED = ("two calls with generators made from the same seed gave different results; draw every "
+             "random number from the rng argument (np.random.* functions and the random module ignore it)")
+OTHER_SEED = ("a generator with another seed gave exactly the same result; use the rng argument "
+              "instead of creating a generator of your own")
+
+
+def _seed_problem(case, got, memory):
+    """Remember `got`; compare with the earlier call that this case repeats or contrasts."""
+    data = case.data
+    memory.remember(data["seed_key"], got)
+    if "same_as" in data and memory.same(data["same_as"], got) is False:
+        return SAME_SEED
+    if "differs_from" in data and memory.same(data["differs_from"], got) is True:
+        return OTHER_SEED
+    return None
+
+
+# ============================================================================
+# mlm_mask(tokens, rng, vocab_size, mask_id, special_ids, p=0.15) -> (inputs, labels), NumPy
+
+MLM_MASK_SEAL = [(ref.mlm_mask, "plmcourse.ref.mlm_mask")]
+
+
+def _bert_batch(rng, shape, vocab_size, specials):
+    """Ordinary ids in each row between [CLS] ... [SEP], then [PAD]s (a 1-D shape: one sequence)."""
+    pad, cls, sep = specials[:3]
+    first_ordinary = max(specials) + 1
+    tokens = rng.integers(first_ordinary, vocab_size, size=shape)
+    if len(shape) == 1:
+        tokens[0], tokens[-1] = cls, sep
+        return tokens
+    flat = tokens.reshape(-1, shape[-1])
+    lengths = rng.integers(shape[-1] // 2, shape[-1] + 1, size=len(flat))
+    for row, n in zip(flat, lengths):
+        row[0], row[n - 1] = cls, sep
+        row[n:] = pad
+    return flat.reshape(shape)
+
+
+def _mlm_case(seed, shape, vocab_size=60, specials=(0, 1, 2, 3), mask_id=3, p=None, statistics=False,
+              special_type=list, key=None, same_as=None, differs_from=None, token_seed=None):
+    rng = np.random.default_rng(1000 + (seed if token_seed is None else token_seed))
+    tokens = _bert_batch(rng, shape, vocab_size, specials)
+    special_ids = special_type(specials)
+    kwargs = {} if p is None else {"p": p}
+    label = (f"seed {seed}: tokens of shape {shape}, vocab_size={vocab_size}, mask_id={mask_id}, "
+             f"special_ids={special_ids!r}" + ("" if p is None else f", p={p}"))
+    if same_as:
+        label += ", the same seed as an earlier case"
+    if differs_from:
+        label += ", the same tokens as an earlier case, another seed"
+    data = {"tokens": tokens, "vocab_size": vocab_size, "mask_id": mask_id, "specials": np.array(specials),
+            "p": 0.15 if p is None else p, "statistics": statistics, "seed_key": key or f"mlm{seed}"}
+    if same_as:
+        data["same_as"] = same_as
+    if differs_from:
+        data["differs_from"] = differs_from
+    args = (tokens, np.random.default_rng(seed), vocab_size, mask_id, special_ids)
+    return Case(label, args, kwargs, tags=frozenset({"statistics"} if statistics else ()), data=data)
+
+
+def _mlm_mask_cases(hidden):
+    cases = [
+        _mlm_case(0, (500, 128), statistics=True),
+        _mlm_case(1, (400, 128), p=0.3, statistics=True),
+        _mlm_case(2, (3000,), special_type=tuple),
+        _mlm_case(3, (2, 12), key="small"),
+        _mlm_case(3, (2, 12), key="small again", same_as="small"),
+        _mlm_case(4, (2, 12), key="other", differs_from="small", token_seed=3),
+    ]
+    if hidden:
+        cases += [
+            _mlm_case(100, (300, 200), vocab_size=200, specials=(0, 1, 2, 7), mask_id=7, statistics=True,
+                      special_type=set),
+            _mlm_case(101, (400, 64), vocab_size=12, specials=(0, 1, 2, 3, 4), mask_id=4, p=0.5,
+                      statistics=True, special_type=tuple),
+            _mlm_case(102, (4, 8, 50)),
+            _mlm_case(103, (20, 30), p=0.0),
+            _mlm_case(104, (20, 30), p=1.0),
+        ]
+    return cases
+
+
+def _share(mask, within):
+    return float(np.count_nonzero(mask & within)) / max(1, int(np.count_nonzero(within)))
+
+
+def _judge_mlm_mask(case, got, memory):
+    problem = expect_pair(got, "(inputs, labels)")
+    if problem:
+        return problem
+    inputs, labels = got
+    for item, what in ((inputs, "inputs (the first item)"), (labels, "labels (the second item)")):
+        problem = _integer_array(item, what)
+        if problem:
+            return problem
+    d = case.data
+    tokens, mask_id, p = d["tokens"], d["mask_id"], d["p"]
+    for item, what in ((inputs, "inputs"), (labels, "labels")):
+        if item.shape != tokens.shape:
+            return f"{what} have shape {item.shape}, expected {tokens.shape} (the shape of tokens)"
+    special = np.isin(tokens, d["specials"])
+    predicted = labels != IGNORE
+    if not np.any(labels == IGNORE) and np.count_nonzero(labels == 0) > labels.size // 2 and p > 0:
+        return ("labels are 0 where nothing is predicted; use -100 there (the ignore_index "
+                "that the loss skips), since 0 is a real token id")
+    wrong = np.argwhere(predicted & (labels != tokens))
+    if len(wrong):
+        at = tuple(int(i) for i in wrong[0])
+        if np.all(labels[predicted] == inputs[predicted]):
+            return ("labels hold the corrupted inputs; a chosen position's label must be the ORIGINAL "
+                    "token (what the model has to recover)")
+        return (f"labels{list(at)} is {labels[at]}, but the token there is {tokens[at]}: a label is either "
+                f"the original token or -100")
+    chosen_special = np.argwhere(predicted & special)
+    if len(chosen_special):
+        at = tuple(int(i) for i in chosen_special[0])
+        return (f"the special token {tokens[at]} at {list(at)} was chosen; special_ids "
+                f"([CLS], [SEP], [PAD], ...) are never chosen")
+    changed = inputs != tokens
+    silent = np.argwhere(changed & ~predicted)
+    if len(silent):
+        at = tuple(int(i) for i in silent[0])
+        what = "a special token" if special[at] else "a token"
+        hint = ""
+        if predicted.any() and np.all(inputs[predicted] == mask_id):
+            hint = ("; it looks as if only the [MASK]ed positions were labelled, but the 10% replaced and "
+                    "the 10% unchanged ones are predicted too")
+        return (f"{what} at {list(at)} was changed ({tokens[at]} -> {inputs[at]}) but its label is -100; "
+                f"only chosen positions may change, and every chosen position gets its original token "
+                f"as label{hint}")
+    replaced = predicted & changed & (inputs != mask_id)
+    bad = np.argwhere(replaced & (np.isin(inputs, d["specials"]) | (inputs < 0) | (inputs >= d["vocab_size"])))
+    if len(bad):
+        at = tuple(int(i) for i in bad[0])
+        return (f"a random replacement at {list(at)} is {inputs[at]}, a special id or outside "
+                f"0..vocab_size-1; draw replacements from the ordinary ids only")
+    problem = _seed_problem(case, got, memory)
+    if problem:
+        return problem
+    if p == 0.0 and predicted.any():
+        return "with p=0 nothing may be chosen"
+    if p == 1.0 and np.any(~predicted & ~special):
+        return "with p=1 every ordinary token must be chosen"
+    if "statistics" in case.tags:
+        return _mlm_statistics(d, inputs, tokens, predicted, special, replaced)
+    return None
+
+
+def _mlm_statistics(d, inputs, tokens, predicted, special, replaced):
+    p, mask_id = d["p"], d["mask_id"]
+    ordinary = ~special
+    chosen = _share(predicted, ordinary)
+    if abs(chosen - p) > 0.01:
+        hint = ""
+        if abs(chosen - 0.8 * p) < 0.01:
+            hint = ("; it looks as if only the [MASK]ed positions were labelled, but the 10% replaced "
+                    "and the 10% unchanged ones are predicted too")
+        elif abs(chosen - 0.15) < 0.01 and p != 0.15:
+            hint = "; perhaps p is ignored and 0.15 used instead"
+        return (f"{chosen:.3f} of the ordinary tokens were chosen, expected p = {p} +- 0.01 (each ordinary "
+                f"token is chosen with probability p){hint}")
+    # Replacements are drawn from A ordinary ids; 1 in A of them happens to be the original token.
+    A = d["vocab_size"] - len(set(d["specials"].tolist()) | {mask_id})
+    expected = {"[MASK]": 0.8, "a random token": 0.1 - 0.1 / A, "unchanged": 0.1 + 0.1 / A}
+    got = {"[MASK]": _share(inputs == mask_id, predicted), "a random token": _share(replaced, predicted),
+           "unchanged": _share(inputs == tokens, predicted)}
+    for what, share in got.items():
+        if abs(share - expected[what]) > 0.02:
+            return (f"{share:.3f} of the chosen positions show {what}, expected {expected[what]:.3f} +- 0.02 "
+                    f"(80% [MASK], 10% a random token, 10% unchanged; measured {got['[MASK]']:.3f} / "
+                    f"{got['a random token']:.3f} / {got['unchanged']:.3f})")
+    distinct = len(np.unique(inputs[replaced]))
+    if distinct < min(A, np.count_nonzero(replaced)) // 2:
+        return (f"the random replacements use only {distinct} different ids out of {A} ordinary ones; draw "
+                f"each uniformly from all ordinary ids in 0..vocab_size-1")
+    return None
+
+
+def check_mlm_mask(fn, hidden=False):
+    """Check a NumPy `mlm_mask(tokens, rng, vocab_size, mask_id, special_ids, p=0.15) -> (inputs, labels)`."""
+    memory = _Memory()
+    run_check("check_mlm_mask", fn, _mlm_mask_cases(hidden),
+              arg_names=("tokens", "rng", "vocab_size", "mask_id", "special_ids"),
+              reference=lambda case: None,
+              judge=lambda case, got, expected: _judge_mlm_mask(case, got, memory),
+              seal=MLM_MASK_SEAL)
+
+
+# ============================================================================
+# Losses (PyTorch): mlm_loss(logits, labels) and causal_lm_loss(logits, tokens, ignore_index=-100)
+
+
+def _loss_seal(*course_functions):
+    seal = [
+        (F.cross_entropy, "torch.nn.functional.cross_entropy"),
+        (F.nll_loss, "torch.nn.functional.nll_loss"),
+        (torch.nn.CrossEntropyLoss, "torch.nn.CrossEntropyLoss"),
+        (torch.nn.NLLLoss, "torch.nn.NLLLoss"),
+    ]
+    for name in ("cross_entropy_loss", "nll_loss", "nll_loss_nd", "nll_loss2d"):
+        builtin = getattr(torch._C._nn, name, None)
+        if builtin is not None:
+            seal.append((builtin, f"torch's cross-entropy (torch._C._nn.{name})"))
+    for module, prefix in ((course_nn, "plmcourse.nn"), (ref, "plmcourse.ref")):
+        for name in ("cross_entropy", "mlm_loss", "causal_lm_loss", *course_functions):
+            seal.append((getattr(module, name), f"{prefix}.{name}"))
+    return seal
+
+
+LOSS_SEAL = _loss_seal()
+
+
+def _log_softmax(x, axis=-1):
+    shifted = x - x.max(axis=axis, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+
+
+def _loss_case(seed, shape, device, dtype=torch.float64, ignored=0.6, scale=2.0, none_counted=False,
+               causal=False, padded=False):
+    """Logits ~ N(0, scale^2) (B, T, V); targets in 0..V-1 with a fraction set to -100."""
+    rng = np.random.default_rng(seed)
+    *lead, V = shape
+    logits = rng.standard_normal(shape) * scale
+    targets = rng.integers(0, V, size=tuple(lead))
+    if none_counted:
+        targets[...] = IGNORE
+    elif padded:  # causal: every row ends in padding, marked -100
+        for row in targets.reshape(-1, lead[-1]):
+            row[rng.integers(lead[-1] // 2, lead[-1]):] = IGNORE
+    elif ignored:
+        holes = rng.random(tuple(lead)) < ignored
+        if not causal:
+            holes.reshape(-1)[0] = False  # at least one counted position
+        targets[holes] = IGNORE
+    what = "tokens" if causal else "labels"
+    label = f"seed {seed}: logits of shape {tuple(shape)}, {str(dtype).replace('torch.', '')}"
+    notes = {"large logits": scale >= 100, "no labelled position": none_counted,
+             "padding marked -100": padded, f"some {what} -100": bool(ignored) and not none_counted and not padded}
+    label += "".join(f", {note}" for note, on in notes.items() if on)
+    logits_t = torch.tensor(logits, dtype=dtype, device=device, requires_grad=True)
+    targets_t = torch.tensor(targets, dtype=torch.int64, device=device)
+    return Case(label, (logits_t, targets_t), tags=frozenset(n for n, on in notes.items() if on),
+                data={"logits": logits_t.detach().cpu().double().numpy(), "targets": targets,
+                      "dtype": dtype, "causal": causal})
+
+
+def _shift(logits, targets):
+    return logits[..., :-1, :], targets[..., 1:]
+
+
+def _reference_loss(case):
+    """Value and gradient of torch.nn.functional.cross_entropy (shifted for the causal loss), float64."""
+    d = case.data
+    logits = torch.tensor(d["logits"], requires_grad=True)
+    targets = torch.tensor(d["targets"])
+    x, y = _shift(logits, targets) if d["causal"] else (logits, targets)
+    if bool((y != IGNORE).any()):
+        loss = F.cross_entropy(x.reshape(-1, x.shape[-1]), y.reshape(-1), ignore_index=IGNORE)
+        (grad,) = torch.autograd.grad(loss, logits)
+        return float(loss.detach()), grad.numpy()
+    return 0.0, np.zeros_like(d["logits"])
+
+
+def _nll(logits, targets, axis=-1):
+    """-log p(target) per position (0 where ignored) and the counted mask, float64 NumPy."""
+    counted = targets != IGNORE
+    log_probs = _log_softmax(logits, axis)
+    picked = np.take_along_axis(log_probs, np.where(counted, targets, 0)[..., None], -1)[..., 0]
+    return np.where(counted, -picked, 0.0), counted
+
+
+def _loss_mistakes(d):
+    logits, targets = d["logits"], d["targets"]
+    x, y = _shift(logits, targets) if d["causal"] else (logits, targets)
+    nll, counted = _nll(x, y)
+    n = max(1, int(counted.sum()))
+    ignored_as_zero, _ = _nll(x, np.where(y == IGNORE, 0, y))
+    if d["causal"]:
+        yield ("no shift: the logits at position t were scored against token t, but they predict token "
+               "t + 1 (compare logits[..., :-1, :] with tokens[..., 1:])",
+               lambda: (_masked_mean(*_nll(logits, targets)),))
+        yield ("a shift the wrong way round: logits[..., 1:, :] against tokens[..., :-1], but position t "
+               "predicts the NEXT token, so use logits[..., :-1, :] and tokens[..., 1:]",
+               lambda: (_masked_mean(*_nll(logits[..., 1:, :], targets[..., :-1])),))
+        if logits.ndim == 3:
+            yield ("a shift along the batch axis (dim 0) instead of the sequence axis (the one before the "
+                   "vocabulary)", lambda: (_masked_mean(*_nll(logits[:-1], targets[1:])),))
+    yield ("an average over every position, the ignored ones included, instead of over the counted "
+           "positions only", lambda: (nll.sum() / nll.size,))
+    yield "a sum over the positions instead of their mean", lambda: (nll.sum(),)
+    if (y == IGNORE).any():
+        yield ("positions marked -100 counted as if their target were token 0; leave them out",
+               lambda: (ignored_as_zero.mean(),))
+    yield ("-p(target) instead of -log p(target)",
+           lambda: (-(np.exp(-nll) * counted).sum() / n,))
+    yield "log p(target) without the minus sign", lambda: (-nll.sum() / n,)
+    if x.ndim >= 2 and x.shape[-2] > 1:
+        yield ("a softmax over the wrong axis; the vocabulary is the LAST axis (dim=-1)",
+               lambda: (_masked_mean(*_nll(x, y, axis=-2)),))
+
+
+def _masked_mean(nll, counted):
+    return nll.sum() / max(1, int(counted.sum()))
+
+
+def _judge_loss(case, got, expected, name):
+    problem = expect_array(got, "the loss", kind="torch")
+    if problem:
+        if isinstance(got, float):
+            return ("the loss is a Python float; return the tensor itself (no .item()) so that "
+                    "gradients can flow")
+        return problem
+    targets = case.args[1]
+    if got.dim() != 0:
+        if tuple(got.shape) in (tuple(targets.shape), tuple(targets[..., 1:].shape)):
+            return (f"the loss has shape {tuple(got.shape)}, one number per position; average them over "
+                    f"the counted positions into a single number (a 0-d tensor)")
+        return f"the loss has shape {tuple(got.shape)}, expected a single number (a 0-d tensor)"
+    value = float(to_numpy(got))
+    expected_value, expected_grad = expected
+    if not math.isfinite(value):
+        if "no labelled position" in case.tags:
+            return (f"the loss is {value} for a batch in which no position is counted; return 0 there, "
+                    f"not NaN (divide by max(count, 1))")
+        if "large logits" in case.tags:
+            return (f"the loss is {value} for logits of size about 1e3; use log_softmax or logsumexp "
+                    f"(exp overflows) instead of log(softmax(...))")
+        return f"the loss is {value}"
+    tolerance = _tolerance(case.data["dtype"])
+    if not close(np.array(value), np.array(expected_value), **tolerance):
+        problem = (f"the loss is {value:.6g}, expected {expected_value:.6g} "
+                   f"(torch.nn.functional.cross_entropy{' on shifted targets' if case.data['causal'] else ''})")
+        mistake = first_match((np.array(value),), ((text, _as_arrays(compute))
+                                                   for text, compute in _loss_mistakes(case.data)), **tolerance)
+        return f"{problem}; it matches {mistake}" if mistake else problem
+    return _judge_loss_gradient(case, got, expected_grad, tolerance)
+
+
+def _as_arrays(compute):
+    def wrapped():
+        parts = compute()
+        return None if parts is None else tuple(np.array(p, dtype=np.float64) for p in parts)
+    return wrapped
+
+
+def _judge_loss_gradient(case, got, expected_grad, tolerance):
+    if "no labelled position" in case.tags:
+        return None  # nothing is counted: there is no gradient to compare
+    logits = case.args[0]
+    if not got.requires_grad:
+        return ("gradients do not flow back to the logits: a .detach(), .item(), .numpy() or "
+                "torch.tensor(...) on the way cuts the autograd graph, keep every step in torch")
+    try:
+        (grad,) = torch.autograd.grad(got, [logits], allow_unused=True)
+    except RuntimeError as error:
+        text = " ".join(str(error).split())[:160]
+        return f"computing the gradient through your function raised RuntimeError: {text}"
+    if grad is None:
+        return "gradients do not flow back to the logits"
+    problem = compare(grad, expected_grad, **tolerance, what="the gradient with respect to the logits")
+    return f"{problem} (compared with torch.nn.functional.cross_entropy)" if problem else None
+
+
+def _explain_loss_error(error):
+    text = str(error)
+    if "out of bounds" in text or "index -100" in text or "Index -100" in text:
+        return ("positions marked -100 carry no target: leave them out, or gather with a valid index "
+                "there and give them weight 0")
+    if "view size is not compatible" in text:
+        return "a slice is not contiguous: use .reshape instead of .view"
+    if "numpy()" in text and "requires grad" in text:
+        return "gradients do not flow through .numpy(), keep every step in torch"
+    return None
+
+
+def _mlm_loss_cases(hidden, device):
+    cases = [
+        _loss_case(10, (2, 6, 11), device),
+        _loss_case(11, (3, 5, 7), device, ignored=0.0),
+        _loss_case(12, (2, 4, 9), device, dtype=torch.float32),
+        _loss_case(13, (2, 5, 8), device, scale=1000.0),
+        _loss_case(14, (2, 3, 6), device, none_counted=True),
+    ]
+    if hidden:
+        cases += [
+            _loss_case(110, (4, 7, 13), device, ignored=0.85),
+            _loss_case(111, (3, 9), device),
+            _loss_case(112, (2, 2, 5, 10), device, dtype=torch.float32),
+            _loss_case(113, (3, 6, 6), device, scale=500.0, ignored=0.3),
+            _loss_case(114, (5, 4, 4), device),
+        ]
+    return cases
+
+
+def check_mlm_loss(fn, hidden=False, device=None):
+    """Check a PyTorch `mlm_loss(logits, labels)`: mean -log p(label) over labels != -100, with gradients."""
+    device = torch.device("cpu" if device is None else device)
+    run_check("check_mlm_loss", fn, _mlm_loss_cases(hidden, device), arg_names=("logits", "labels"),
+              reference=_reference_loss, judge=lambda c, g, e: _judge_loss(c, g, e, "mlm_loss"),
+              seal=LOSS_SEAL, explain_error=_explain_loss_error)
+
+
+def _causal_cases(hidden, device):
+    cases = [
+        _loss_case(20, (2, 6, 11), device, causal=True, ignored=0.0),
+        _loss_case(21, (3, 5, 7), device, causal=True, ignored=0.0),
+        _loss_case(22, (2, 7, 9), device, causal=True, padded=True),
+        _loss_case(23, (2, 5, 8), device, causal=True, ignored=0.0, dtype=torch.float32),
+        _loss_case(24, (2, 6, 6), device, causal=True, ignored=0.0, scale=1000.0),
+    ]
+    if hidden:
+        cases += [
+            _loss_case(120, (4, 9, 13), device, causal=True, padded=True),
+            _loss_case(121, (8, 10), device, causal=True, ignored=0.0),
+            _loss_case(122, (2, 2, 5, 10), device, causal=True, ignored=0.0, dtype=torch.float32),
+            _loss_case(123, (3, 7, 7), device, causal=True, ignored=0.0),
+            _loss_case(124, (5, 2, 4), device, causal=True, ignored=0.0),
+        ]
+    return cases
+
+
+def check_causal_lm_loss(fn, hidden=False, device=None):
+    """Check a PyTorch `causal_lm_loss(logits, tokens, ignore_index=-100)`: the shift happens inside."""
+    device = torch.device("cpu" if device is None else device)
+    run_check("check_causal_lm_loss", fn, _causal_cases(hidden, device), arg_names=("logits", "tokens"),
+              reference=_reference_loss, judge=lambda c, g, e: _judge_loss(c, g, e, "causal_lm_loss"),
+              seal=LOSS_SEAL, explain_error=_explain_loss_error)
+
+
+# ============================================================================
+# bert_parameter_count(vocab_size, d_model, n_layers, d_ff, max_len, type_vocab_size=2) -> int
+
+BERT_COUNT_SEAL = [
+    (course_param_count.bert_parameter_count, "plmcourse.nn.param_count.bert_parameter_count"),
+    (course_param_count.parameter_count, "plmcourse.nn.parameter_count"),
+    (course_param_count.block_parameter_count, "plmcourse.nn.block_parameter_count"),
+    (course_models.Bert.__init__, "plmcourse.nn.Bert (building it to count its parameters)"),
+    (course_models.BertForPreTraining.__init__, "plmcourse.nn.BertForPreTraining"),
+]
+
+
+def _bert_count(V, d, L, d_ff, max_len, types, *, biases=True, block_norms=2, embedding_norm=True,
+                pooler=True, segments=True, positions=True, projections=4, ffn_width=None, mlm_decoder=False):
+    """The BERT count with switches that reproduce known mistakes."""
+    b = 1 if biases else 0
+    ffn_width = d_ff if ffn_width is None else ffn_width
+    embeddings = V * d + (max_len * d if positions else 0) + (types * d if segments else 0)
+    embeddings += 2 * d if embedding_norm else 0
+    block = projections * (d * d + b * d) + (2 * d * ffn_width + b * (ffn_width + d)) + block_norms * 2 * d
+    total = embeddings + L * block + ((d * d + b * d) if pooler else 0)
+    return total + (V * d if mlm_decoder else 0)
+
+
+def _count_case(label, V, d, L, d_ff, max_len, types=None):
+    args = (V, d, L, d_ff, max_len) + (() if types is None else (types,))
+    types = 2 if types is None else types
+    shown = f"{label}: vocab_size={V}, d_model={d}, n_layers={L}, d_ff={d_ff}, max_len={max_len}, " \
+            f"type_vocab_size={types}"
+    return Case(shown, args, data={"config": (V, d, L, d_ff, max_len, types)})
+
+
+def _count_cases(hidden):
+    cases = [
+        _count_case("a tiny BERT", 100, 6, 2, 20, 12, 3),
+        _count_case("a tiny BERT with two segments", 100, 8, 1, 24, 16),
+        _count_case("BERT-base", 30522, 768, 12, 3072, 512),
+        _count_case("BERT-large", 30522, 1024, 24, 4096, 512),
+        _count_case("a small BERT", 1000, 32, 3, 128, 64, 2),
+    ]
+    if hidden:
+        cases += [
+            _count_case("three segments", 500, 16, 2, 40, 32, 3),
+            _count_case("no segment embedding", 800, 24, 4, 72, 128, 0),
+            _count_case("one layer", 30000, 128, 1, 512, 512),
+            _count_case("BERT-medium", 30522, 512, 8, 2048, 512),
+        ]
+    return cases
+
+
+def _count_reference(case):
+    V, d, L, d_ff, max_len, types = case.data["config"]
+    config = course_models.BertConfig(vocab_size=V, d_model=d, n_layers=L, n_heads=1, d_ff=d_ff,
+                                      max_len=max_len, type_vocab_size=types)
+    return course_param_count.bert_parameter_count(config)
+
+
+def _count_mistakes(config):
+    count = lambda **kw: (np.array(float(_bert_count(*config, **kw))),)  # noqa: E731
+    yield ("the MLM output layer counted; it shares the token embedding matrix and the published "
+           "figures leave the pre-training heads out", lambda: count(mlm_decoder=True))
+    yield "no biases: every nn.Linear(d_in, d_out) also has d_out biases", lambda: count(biases=False)
+    yield ("no LayerNorm parameters: each LayerNorm has a scale and a shift, 2 * d_model",
+           lambda: count(block_norms=0, embedding_norm=False))
+    yield "one LayerNorm per layer, but each layer has two", lambda: count(block_norms=1)
+    yield "the embedding LayerNorm forgotten", lambda: count(embedding_norm=False)
+    yield "the pooler ([CLS] -> dense -> tanh) forgotten", lambda: count(pooler=False)
+    yield "the segment embeddings forgotten", lambda: count(segments=False)
+    yield "the position embeddings forgotten", lambda: count(positions=False)
+    yield ("three attention projections, but there are four: Q, K, V and the output projection",
+           lambda: count(projections=3))
+    yield "d_ff ignored (4 * d_model used instead)", lambda: count(ffn_width=4 * config[1])
+    yield "n_layers + 1 layers counted", lambda: (np.array(float(_bert_count(config[0], config[1], config[2] + 1,
+                                                                           *config[3:]))),)
+
+
+def _judge_count(case, got, expected):
+    if isinstance(got, bool) or not isinstance(got, (int, np.integer)):
+        if isinstance(got, float) and math.isfinite(got) and got == int(got):
+            return f"the result is the float {got}; return an int (use // rather than /)"
+        return f"the result is {describe(got)}, expected an int"
+    if int(got) == expected:
+        return None
+    problem = f"the count is {int(got):,}, expected {expected:,} (difference {int(got) - expected:+,})"
+    mistake = first_match((np.array(float(got)),), _count_mistakes(case.data["config"]), atol=0.5, rtol=0)
+    return f"{problem}; it matches {mistake}" if mistake else problem
+
+
+def check_bert_parameter_count(fn, hidden=False):
+    """Check `bert_parameter_count(vocab_size, d_model, n_layers, d_ff, max_len, type_vocab_size=2)`.
+
+    The count of BERT with its pooler and without the pre-training heads, the
+    convention of the published 110M / 340M (exactly 109,482,240 and 335,141,888).
+    """
+    run_check("check_bert_parameter_count", fn, _count_cases(hidden),
+              arg_names=("vocab_size", "d_model", "n_layers", "d_ff", "max_len", "type_vocab_size"),
+              reference=_count_reference, judge=_judge_count, seal=BERT_COUNT_SEAL)
+
+
+# ============================================================================
+# top_k_filter(logits, k) and top_p_filter(logits, p), PyTorch
+
+TOP_K_SEAL = [(ref.top_k_filter, "plmcourse.ref.top_k_filter"), (course_nn.top_k_filter, "plmcourse.nn.top_k_filter"),
+              (course_nn.sample_next, "plmcourse.nn.sample_next")]
+TOP_P_SEAL = [(ref.top_p_filter, "plmcourse.ref.top_p_filter"), (course_nn.top_p_filter, "plmcourse.nn.top_p_filter"),
+              (course_nn.sample_next, "plmcourse.nn.sample_next")]
+
+
+def _distinct_logits(rng, shape, scale):
+    """Logits whose values in each row are all different (so the top k are unambiguous)."""
+    V = shape[-1]
+    base = np.argsort(rng.random(shape), axis=-1).astype(np.float64)  # a permutation of 0..V-1 per row
+    return (base + 0.5 * rng.random(shape)) * (scale / V) - scale / 2
+
+
+def _filter_case(seed, shape, device, k=None, p=None, dtype=torch.float64, scale=6.0, neg_inf=False):
+    rng = np.random.default_rng(seed)
+
+    def draw():
+        logits = _distinct_logits(rng, shape, scale)
+        if neg_inf:
+            logits[..., 0] = -np.inf
+        return logits
+
+    logits = draw()
+    if p is not None:  # no prefix mass may lie within 1e-3 of p: the kept set is then unambiguous
+        while not _clear_of(logits, p):
+            logits = draw()
+    label = f"seed {seed}: logits of shape {shape}, {str(dtype).replace('torch.', '')}, " + \
+        (f"k={k}" if p is None else f"p={p}") + (", column 0 already -inf" if neg_inf else "")
+    logits_t = torch.tensor(logits, dtype=dtype, device=device)
+    return Case(label, (logits_t, k if p is None else p),
+                data={"logits": to_numpy(logits_t).astype(np.float64), "k": k, "p": p, "dtype": dtype})
+
+
+def _clear_of(logits, p):
+    probs = ref.softmax(logits, axis=-1)
+    sorted_probs = -np.sort(-probs, axis=-1)
+    before = np.cumsum(sorted_probs, axis=-1) - sorted_probs
+    return bool(np.all(np.abs(before - p) > 1e-3)) if p < 1 else True
+
+
+def _top_k_cases(hidden, device):
+    cases = [
+        _filter_case(30, (5, 10), device, k=3),
+        _filter_case(31, (2, 8), device, k=1),
+        _filter_case(32, (2, 6), device, k=6),
+        _filter_case(33, (2, 7), device, k=0),
+        _filter_case(34, (4, 12), device, k=5, dtype=torch.float32),
+    ]
+    if hidden:
+        cases += [
+            _filter_case(130, (2, 3, 12), device, k=4),
+            _filter_case(131, (5, 50), device, k=7, scale=200.0),
+            _filter_case(132, (1, 9), device, k=8),
+            _filter_case(133, (3, 10), device, k=2, neg_inf=True),
+            _filter_case(134, (2, 5), device, k=12),
+        ]
+    return cases
+
+
+def _top_p_cases(hidden, device):
+    cases = [
+        _filter_case(40, (3, 10), device, p=0.5),
+        _filter_case(41, (3, 10), device, p=0.9),
+        _filter_case(42, (2, 8), device, p=0.05),
+        _filter_case(43, (2, 8), device, p=1.0),
+        _filter_case(44, (4, 12), device, p=0.7, dtype=torch.float32),
+    ]
+    if hidden:
+        cases += [
+            _filter_case(140, (2, 3, 12), device, p=0.6),
+            _filter_case(141, (5, 40), device, p=0.95, scale=10.0),
+            _filter_case(142, (3, 10), device, p=0.8, neg_inf=True),
+            _filter_case(143, (2, 30), device, p=0.3, scale=30.0),
+            _filter_case(144, (1, 6), device, p=0.999),
+        ]
+    return cases
+
+
+def _top_k_mistakes(logits, k):
+    """(description, compute) with compute() -> (bool array: True where the answer has -inf,)."""
+    V = logits.shape[-1]
+    order = np.argsort(-logits, axis=-1, kind="stable")
+
+    def removed(indices):
+        kept = np.zeros(logits.shape, dtype=bool)
+        np.put_along_axis(kept, indices, True, axis=-1)
+        return (~kept | np.isneginf(logits),)
+
+    if 0 < k < V:
+        yield "the k SMALLEST logits kept instead of the k largest", lambda: removed(order[..., V - k:])
+        yield "k + 1 logits kept (> vs >= at the k-th value?)", lambda: removed(order[..., :k + 1])
+        if k > 1:
+            yield "k - 1 logits kept", lambda: removed(order[..., :k - 1])
+    if logits.ndim >= 2 and 0 < k < logits.shape[0]:
+        yield ("the top k taken along the first axis (dim=0); the vocabulary is the LAST axis",
+               lambda: (np.argsort(np.argsort(-logits, axis=0, kind="stable"), axis=0) >= k,))
+
+
+def _top_p_mistakes(logits, p):
+    """(description, compute) with compute() -> (bool array: True where the answer has -inf,)."""
+    probs = ref.softmax(logits, axis=-1)
+    order = np.argsort(-probs, axis=-1, kind="stable")
+    sorted_probs = np.take_along_axis(probs, order, axis=-1)
+    cumulative = np.cumsum(sorted_probs, axis=-1)
+
+    def removed(keep_sorted, unsort=True):
+        if not unsort:  # the mask made in sorted order and applied to the unsorted logits
+            return (~keep_sorted,)
+        kept = np.zeros(logits.shape, dtype=bool)
+        np.put_along_axis(kept, order, keep_sorted, axis=-1)
+        return (~kept,)
+
+    yield ("the token that takes the mass past p removed too (cumulative <= p); keep a token while the "
+           "mass BEFORE it is below p, so that the kept mass reaches p", lambda: removed(cumulative <= p))
+    yield ("the mask computed in sorted order but applied to the logits in their original order; map it "
+           "back to the original positions (e.g. with scatter)",
+           lambda: removed(cumulative - sorted_probs < p, unsort=False))
+    ascending = np.argsort(probs, axis=-1, kind="stable")
+    asc_sorted = np.take_along_axis(probs, ascending, axis=-1)
+
+    def ascending_removed():
+        kept = np.zeros(logits.shape, dtype=bool)
+        np.put_along_axis(kept, ascending, np.cumsum(asc_sorted, axis=-1) - asc_sorted < p, axis=-1)
+        return (~kept,)
+
+    yield "probabilities sorted in increasing order; the nucleus starts from the MOST likely token", ascending_removed
+    yield ("the cumulative sum taken over the unsorted probabilities; sort them in decreasing order first",
+           lambda: (np.cumsum(probs, axis=-1) - probs >= p,))
+
+
+def _judge_filter(case, got, expected, mistakes):
+    problem = expect_array(got, "the result", kind="torch")
+    if problem:
+        return problem
+    logits_t = case.args[0]
+    if tuple(got.shape) != tuple(logits_t.shape):
+        return (f"the result has shape {tuple(got.shape)}, expected {tuple(logits_t.shape)} (the shape of "
+                f"the logits: removed entries are set to -inf, not dropped)")
+    if got.dtype == torch.bool:
+        return ("the result is a boolean mask; return the logits with the removed entries set to "
+                "float('-inf')")
+    if not got.is_floating_point():
+        return f"the result has dtype {got.dtype}, expected the logits' floating-point dtype"
+    got_np = to_numpy(got).astype(np.float64)
+    logits = case.data["logits"]
+    if np.any(np.isnan(got_np)):
+        return "the result contains NaN"
+    removed = ~np.isneginf(logits) & np.isneginf(expected)
+    with np.errstate(invalid="ignore"):
+        kept_ok = np.isneginf(got_np) | (got_np == logits) | (np.abs(got_np - logits) <= 1e-6 * (1 + np.abs(logits)))
+    if not np.isneginf(got_np).any() and removed.any():
+        finite_low = got_np[removed]
+        rows_sum_to_one = np.all(np.abs(got_np.sum(axis=-1) - 1.0) < 1e-5)
+        if rows_sum_to_one and np.all((got_np >= 0) & (got_np <= 1)):
+            return ("the result looks like probabilities; return the filtered logits, not their softmax "
+                    "(some kept entries differ from the input logits)")
+        if np.all(finite_low == 0):
+            return ("the removed entries are 0, but a logit of 0 is still a likely token; set them to "
+                    "float('-inf') so that the softmax gives them probability exactly 0")
+        if np.all(finite_low < -1e8):
+            return ("the removed entries are very negative numbers; set them to float('-inf') exactly "
+                    "(the course's convention)")
+    if not np.all(kept_ok):
+        return ("some kept entries differ from the input logits; keep the surviving logits unchanged (no "
+                "softmax, no renormalisation, no division by a temperature)")
+    problem = compare(np.isneginf(got_np), np.isneginf(expected), atol=0, rtol=0,
+                      what="the set of removed entries (True = -inf)")
+    if problem is None:
+        return None
+    if np.all(np.isneginf(got_np)):
+        return "every entry is -inf; the most likely token must always be kept"
+    mistake = first_match((np.isneginf(got_np),), mistakes, atol=0, rtol=0)
+    if mistake is None:
+        kept, want = (~np.isneginf(got_np)).sum(-1), (~np.isneginf(expected)).sum(-1)
+        detail = f" (kept per row: {kept.reshape(-1).tolist()}, expected {want.reshape(-1).tolist()})"
+        return problem + detail
+    return f"{problem}; it matches {mistake}"
+
+
+def check_top_k_filter(fn, hidden=False, device=None):
+    """Check a PyTorch `top_k_filter(logits, k)`: keep the k largest per row (last axis), others -inf."""
+    device = torch.device("cpu" if device is None else device)
+    run_check("check_top_k_filter", fn, _top_k_cases(hidden, device), arg_names=("logits", "k"),
+              reference=lambda case: ref.top_k_filter(case.data["logits"], case.data["k"]),
+              judge=lambda case, got, expected: _judge_filter(
+                  case, got, expected, _top_k_mistakes(case.data["logits"], case.data["k"])),
+              seal=TOP_K_SEAL)
+
+
+def check_top_p_filter(fn, hidden=False, device=None):
+    """Check a PyTorch `top_p_filter(logits, p)`: keep the smallest most-likely set with mass >= p."""
+    device = torch.device("cpu" if device is None else device)
+    run_check("check_top_p_filter", fn, _top_p_cases(hidden, device), arg_names=("logits", "p"),
+              reference=lambda case: ref.top_p_filter(case.data["logits"], case.data["p"]),
+              judge=lambda case, got, expected: _judge_filter(
+                  case, got, expected, _top_p_mistakes(case.data["logits"], case.data["p"])),
+              seal=TOP_P_SEAL)
+
+
+# ============================================================================
+# text_infilling(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0), NumPy, one sequence
+
+INFILLING_SEAL = [(ref.text_infilling, "plmcourse.ref.text_infilling")]
+FIRST_ID = 5  # tokens are FIRST_ID, FIRST_ID + 1, ...: all different, so the output can be aligned
+
+
+def _infilling_case(seed, n, mask_id=1, mask_ratio=None, poisson_lambda=None, statistics=False, key=None,
+                    same_as=None, differs_from=None):
+    tokens = FIRST_ID + np.arange(n, dtype=np.int64)
+    kwargs = {}
+    if mask_ratio is not None:
+        kwargs["mask_ratio"] = mask_ratio
+    if poisson_lambda is not None:
+        kwargs["poisson_lambda"] = poisson_lambda
+    label = f"seed {seed}: {n} tokens (ids {FIRST_ID}..{FIRST_ID + n - 1}), mask_id={mask_id}" + "".join(
+        f", {k}={v}" for k, v in kwargs.items())
+    if same_as:
+        label += ", the same seed as an earlier case"
+    if differs_from:
+        label += ", another seed"
+    data = {"n": n, "mask_id": mask_id, "ratio": 0.3 if mask_ratio is None else mask_ratio,
+            "lam": 3.0 if poisson_lambda is None else poisson_lambda, "seed_key": key or f"infill{seed}"}
+    if same_as:
+        data["same_as"] = same_as
+    if differs_from:
+        data["differs_from"] = differs_from
+    return Case(label, (tokens, np.random.default_rng(seed), mask_id), kwargs,
+                tags=frozenset({"statistics"} if statistics else ()), data=data)
+
+
+def _infilling_cases(hidden):
+    cases = [
+        _infilling_case(50, 20000, statistics=True),
+        _infilling_case(51, 20000, mask_ratio=0.2, poisson_lambda=1.0, statistics=True),
+        _infilling_case(52, 12, key="small"),
+        _infilling_case(52, 12, key="small again", same_as="small"),
+        _infilling_case(53, 12, key="other", differs_from="small"),
+        _infilling_case(54, 40, mask_id=3, mask_ratio=0.5),
+    ]
+    if hidden:
+        cases += [
+            _infilling_case(150, 30000, mask_ratio=0.5, statistics=True),
+            _infilling_case(151, 20000, mask_ratio=0.15, poisson_lambda=2.0, mask_id=0, statistics=True),
+            _infilling_case(152, 20, mask_ratio=0.0),
+            _infilling_case(153, 1),
+            _infilling_case(154, 30, mask_ratio=1.0),
+        ]
+    return cases
+
+
+def _align(out, n, mask_id):
+    """Runs of masks between kept tokens: [(masks, removed tokens)], or a problem string."""
+    kept = out[out != mask_id]
+    if kept.size and (np.any(np.diff(kept) <= 0) or kept.min() < FIRST_ID or kept.max() >= FIRST_ID + n):
+        if kept.min() < FIRST_ID or kept.max() >= FIRST_ID + n:
+            bad = kept[(kept < FIRST_ID) | (kept >= FIRST_ID + n)][0]
+            return f"the output contains {bad}, which is neither the mask id nor a token of the input"
+        return ("the tokens that are not masked are out of their original order or repeated; text "
+                "infilling only replaces spans, it never moves tokens")
+    runs, masks, previous = [], 0, -1
+    for value in out.tolist() + [None]:
+        if value == mask_id:
+            masks += 1
+            continue
+        index = n if value is None else value - FIRST_ID
+        if value is not None and not 0 <= index < n:
+            return f"the output contains {value}, which is neither the mask id nor a token of the input"
+        if index <= previous:
+            return ("the tokens that are not masked are out of their original order or repeated; text "
+                    "infilling only replaces spans, it never moves tokens")
+        removed = index - previous - 1
+        if masks or removed:
+            runs.append((masks, removed))
+        if removed and not masks:
+            first = FIRST_ID + previous + 1
+            return (f"tokens {first}..{first + removed - 1} were removed without a mask in their place; "
+                    f"every span must leave one mask token (removing it silently is token deletion)")
+        masks, previous = 0, index
+    return runs
+
+
+def _judge_infilling(case, got, memory):
+    problem = _integer_array(got, "the result")
+    if problem:
+        return problem
+    if got.ndim != 1:
+        return f"the result has shape {got.shape}, expected one sequence (1-D)"
+    d = case.data
+    n, mask_id, ratio, lam = d["n"], d["mask_id"], d["ratio"], d["lam"]
+    runs = _align(got, n, mask_id)
+    if isinstance(runs, str):
+        return runs
+    removed = sum(r for _, r in runs)
+    masks = sum(m for m, _ in runs)
+    problem = _seed_problem(case, (got,), memory)
+    if problem:
+        return problem
+    if ratio == 0.0 and (removed or masks):
+        return "with mask_ratio=0 nothing may be removed and no mask inserted"
+    if ratio == 1.0 and removed != n:
+        return f"with mask_ratio=1 every token must be covered, but {n - removed} remain"
+    if "statistics" not in case.tags:
+        if abs(removed - round(ratio * n)) > max(2, 0.1 * n) and n >= 10:
+            return (f"{removed} of the {n} tokens were removed, expected about round(mask_ratio * n) = "
+                    f"{round(ratio * n)}")
+        return None
+    fraction = removed / n
+    if abs(fraction - ratio) > 0.02:
+        return (f"{fraction:.3f} of the tokens were removed, expected mask_ratio = {ratio} +- 0.02 "
+                f"(spans are drawn until round(mask_ratio * n) tokens are covered; they never overlap)")
+    mean_length = removed / max(1, masks)
+    if lam >= 2 and mean_length < 1.3:
+        return (f"each mask stands for {mean_length:.2f} tokens on average: it looks as if every removed "
+                f"token got its own mask, but a whole span, however long, becomes ONE mask token")
+    if not 0.8 * lam <= mean_length <= 1.17 * lam:
+        return (f"spans are {mean_length:.2f} tokens long on average (zero-length spans included), expected "
+                f"about poisson_lambda = {lam}: draw each length with rng.poisson(poisson_lambda)")
+    # A mask run with fewer removed tokens than masks holds at least (masks - removed) zero-length
+    # spans. The count misses insertions next to a span, more of them the more is covered.
+    zero = sum(max(0, m - r) for m, r in runs) / max(1, masks)
+    if zero < 0.2 * math.exp(-lam) * (1 - ratio) ** 2:
+        return (f"only {zero:.3f} of the masks were inserted where nothing was removed, expected about "
+                f"{math.exp(-lam):.3f} (the probability of a Poisson({lam}) length of 0): a span of length 0 "
+                f"must still insert one mask token")
+    if zero > min(0.6, 2.5 * math.exp(-lam)):
+        return (f"{zero:.3f} of the masks were inserted where nothing was removed, expected about "
+                f"{math.exp(-lam):.3f} (the probability of a Poisson({lam}) length of 0)")
+    return None
+
+
+def check_text_infilling(fn, hidden=False):
+    """Check a NumPy `text_infilling(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0)`."""
+    memory = _Memory()
+    run_check("check_text_infilling", fn, _infilling_cases(hidden), arg_names=("tokens", "rng", "mask_id"),
+              reference=lambda case: None,
+              judge=lambda case, got, expected: _judge_infilling(case, got, memory),
+              seal=INFILLING_SEAL)
+
+
+# ============================================================================
+# prefix_lm_mask(n, prefix_len) and permutation_mask(order), NumPy bool
+
+PREFIX_SEAL = [(ref.prefix_lm_mask, "plmcourse.ref.prefix_lm_mask")]
+PERMUTATION_SEAL = [(ref.permutation_mask, "plmcourse.ref.permutation_mask")]
+
+
+def _judge_mask(case, got, expected, mistakes):
+    problem = expect_array(got, "the result")
+    if problem:
+        return problem
+    if got.dtype != np.bool_:
+        if got.dtype.kind == "f" and np.isneginf(got).any():
+            return ("the result is an additive float mask of 0 and -inf; return a boolean mask instead "
+                    "(True where attention is allowed)")
+        hint = " (the pattern is right; create it with dtype=bool)" if (
+            got.shape == expected.shape and ((got != 0) == expected).all()) else ""
+        return f"the result has dtype {got.dtype}, expected bool{hint}"
+    problem = compare(got, expected, atol=0, rtol=0, what="the result")
+    if problem is None:
+        return None
+    mistake = first_match((got,), mistakes, atol=0, rtol=0)
+    return f"{problem}; it matches {mistake}" if mistake else problem
+
+
+def _prefix_cases(hidden):
+    sizes = [(6, 3), (4, 0), (4, 4), (1, 0), (1, 1), (5, 2)]
+    if hidden:
+        sizes += [(13, 5), (32, 10), (6, 6), (6, 1), (9, 8)]
+    return [Case(f"n={n}, prefix_len={p}", (n, p), data={"n": n, "p": p}) for n, p in sizes]
+
+
+def _prefix_mistakes(n, p):
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    causal = j <= i
+    yield ("a prefix position sees the target, but only the target looks at the prefix, not the other way round",
+           lambda: (causal | (j < p) | (i < p),))
+    yield "a plain causal mask: prefix_len is ignored", lambda: (causal,)
+    yield "True above the diagonal: the mask is transposed", lambda: ((j >= i) | (i < p),)
+    yield ("a prefix of prefix_len - 1 positions: positions 0..prefix_len-1 are the prefix",
+           lambda: (causal | (j < p - 1),))
+    yield "a prefix of prefix_len + 1 positions", lambda: (causal | (j < p + 1),)
+    yield ("the diagonal is False, but a position may attend to itself",
+           lambda: ((j < i) | ((j < p) & (i < p)) | ((j < p) & (i >= p)),))
+    yield ("an inverted mask: True marks the blocked positions, but in this course True means allowed",
+           lambda: (~(causal | (j < p)),))
+    yield "a mask that blocks nothing (all True)", lambda: (np.ones((n, n), dtype=bool),)
+
+
+def check_prefix_lm_mask(fn, hidden=False):
+    """Check a NumPy `prefix_lm_mask(n, prefix_len)`: bidirectional prefix, causal rest (UniLM)."""
+    run_check("check_prefix_lm_mask", fn, _prefix_cases(hidden), arg_names=("n", "prefix_len"),
+              reference=lambda case: ref.prefix_lm_mask(case.data["n"], case.data["p"]),
+              judge=lambda case, got, expected: _judge_mask(case, got, expected,
+                                                            _prefix_mistakes(case.data["n"], case.data["p"])),
+              seal=PREFIX_SEAL)
+
+
+def _permutation_cases(hidden):
+    orders = [[3, 0, 4, 1, 2], [0, 1, 2, 3, 4], [4, 3, 2, 1, 0], [1, 3, 0, 5, 2, 4], [0]]
+    if hidden:
+        rng = np.random.default_rng(160)
+        orders += [rng.permutation(10).tolist(), rng.permutation(16).tolist(), [1, 0], [3, 1, 4, 0, 2]]
+    return [Case(f"order={order}", (np.array(order),), data={"order": np.array(order)}) for order in orders]
+
+
+def _permutation_mistakes(order):
+    n = len(order)
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n)
+    step = np.arange(n)
+    yield ("position i also sees itself; predicting x_i, the query stream must not see x_i (seeing itself is "
+           "the content stream)", lambda: (rank[None, :] <= rank[:, None],))
+    yield ("order used as if order[i] were the step of position i; order[t] is the position predicted at "
+           "step t, so the step of position i is its place in order (invert the permutation)",
+           lambda: (order[None, :] < order[:, None],))
+    yield ("rows and columns indexed by step in the order instead of by position; mask[i, j] is about "
+           "positions i and j", lambda: (step[None, :] < step[:, None],))
+    yield "the mask is transposed: row i must list what position i may see", lambda: (rank[None, :] > rank[:, None],)
+    yield ("an inverted mask: True marks the blocked positions, but in this course True means allowed",
+           lambda: (~(rank[None, :] < rank[:, None]),))
+
+
+def check_permutation_mask(fn, hidden=False):
+    """Check a NumPy `permutation_mask(order)`: i sees j when j comes earlier in the order (XLNet)."""
+    run_check("check_permutation_mask", fn, _permutation_cases(hidden), arg_names=("order",),
+              reference=lambda case: ref.permutation_mask(case.data["order"]),
+              judge=lambda case, got, expected: _judge_mask(case, got, expected,
+                                                            _permutation_mistakes(case.data["order"])),
+              seal=PERMUTATION_SEAL)

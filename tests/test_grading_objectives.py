@@ -1,0 +1,332 @@
+"""plmcourse.grading.objectives: right answers pass, every catalogued mistake fails with its hint,
+and the checks hold up against delegation, monkey-patching and cached answers."""
+
+import plmcourse  # noqa: F401  (first: sets OMP_WAIT_POLICY before numpy/torch load)
+
+import builtins
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+# An alias taken before the checks are imported, as a notebook might: sealing must still see it.
+from torch.nn.functional import cross_entropy as early_cross_entropy
+
+import plmcourse.grading as grading
+from mistake_catalogue.objectives_mistakes import (
+    CATALOGUE,
+    causal_slices,
+    infill_window,
+    mlm_loss_log_softmax,
+    mlm_vectorised,
+    permutation_rank,
+    top_k_topk,
+    top_p_sort_scatter,
+)
+from plmcourse import ref
+from plmcourse.grading import (
+    CheckFailed,
+    check_causal_lm_loss,
+    check_mlm_loss,
+    check_mlm_mask,
+    check_permutation_mask,
+    check_text_infilling,
+    check_top_k_filter,
+    check_top_p_filter,
+)
+from plmcourse.grading import objectives as checks
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+CORRECT = [(check, name, fn) for check, (correct, _) in CATALOGUE.items() for name, fn in correct]
+MISTAKES = [(check, name, fn, fragment) for check, (_, mistakes) in CATALOGUE.items()
+            for name, fn, fragment in mistakes]
+CHECKS = {"check_mlm_mask", "check_mlm_loss", "check_bert_parameter_count", "check_causal_lm_loss",
+          "check_top_k_filter", "check_top_p_filter", "check_text_infilling", "check_prefix_lm_mask",
+          "check_permutation_mask"}
+
+
+def mistake(check_name, name):
+    return next(fn for entry, fn, _ in CATALOGUE[check_name][1] if entry == name)
+
+
+def failure(check, fn, **kwargs):
+    with pytest.raises(CheckFailed) as info:
+        check(fn, **kwargs)
+    return info.value
+
+
+def assert_one_sentence(message, check_name):
+    assert "\n" not in message
+    assert message.startswith(f"{check_name} failed on case ")
+    assert message.endswith(".") and not message.endswith("?.")
+
+
+# ----------------------------------------------------------------------------
+# The catalogue
+
+
+@pytest.mark.parametrize("hidden", [False, True], ids=["visible", "hidden"])
+@pytest.mark.parametrize("check_name, name, fn", CORRECT, ids=[f"{c}-{n}" for c, n, _ in CORRECT])
+def test_correct_implementation_passes(check_name, name, fn, hidden, capsys):
+    getattr(grading, check_name)(fn, hidden=hidden)
+    printed = capsys.readouterr().out
+    assert printed.startswith(f"{check_name}: ") and printed.endswith(" cases passed.\n")
+
+
+@pytest.mark.parametrize("check_name, name, fn, fragment", MISTAKES,
+                         ids=[f"{c}-{n}" for c, n, _, _ in MISTAKES])
+def test_mistake_fails_with_its_hint(check_name, name, fn, fragment):
+    message = str(failure(getattr(grading, check_name), fn))
+    assert fragment in message
+    assert_one_sentence(message, check_name)
+
+
+def test_catalogue_covers_every_check():
+    assert set(CATALOGUE) == CHECKS
+    for correct, mistakes in CATALOGUE.values():
+        assert len(correct) >= 2 and len(mistakes) >= 6
+
+
+def test_every_check_is_exported():
+    assert CHECKS <= set(grading.__all__) and CHECKS == set(checks.__all__)
+
+
+# ----------------------------------------------------------------------------
+# Statistics: a correct answer passes for every seed, not only for the ones the cases use
+
+
+@pytest.mark.parametrize("offset", range(5))
+def test_statistical_cases_pass_for_other_seeds(offset, monkeypatch, capsys):
+    """Shift every seed the cases use: correct answers must pass whatever their random draws were."""
+    for builder, name in ((checks._mlm_case, "_mlm_case"), (checks._infilling_case, "_infilling_case")):
+        def shifted(seed, *args, _builder=builder, **kwargs):
+            return _builder(seed + 7919 * (offset + 1), *args, **kwargs)
+        monkeypatch.setattr(checks, name, shifted)
+    check_mlm_mask(mlm_vectorised, hidden=True)
+    check_text_infilling(infill_window, hidden=True)
+
+
+def test_statistical_tolerances_are_wide_for_a_correct_answer():
+    """On the largest visible case the measured shares sit well inside the tolerances."""
+    case = checks._mlm_mask_cases(False)[0]
+    inputs, labels = mlm_vectorised(*case.args)
+    d = case.data
+    special = np.isin(d["tokens"], d["specials"])
+    predicted = labels != -100
+    chosen = predicted[~special].mean()
+    masked = (inputs[predicted] == d["mask_id"]).mean()
+    assert abs(chosen - 0.15) < 0.004 and abs(masked - 0.8) < 0.01
+
+
+# ----------------------------------------------------------------------------
+# Sealing
+
+
+def test_sealing_catches_an_alias_imported_before_the_checks():
+    def student(logits, labels):
+        V = logits.shape[-1]
+        return early_cross_entropy(logits.reshape(-1, V), labels.reshape(-1))
+
+    assert "calls torch.nn.functional.cross_entropy; write it yourself" in str(failure(check_mlm_loss, student))
+
+
+def test_sealing_catches_the_builtin_under_functional():
+    def student(logits, labels):
+        V = logits.shape[-1]
+        return torch._C._nn.cross_entropy_loss(logits.reshape(-1, V), labels.reshape(-1), None, 1, -100, 0.0)
+
+    assert "write it yourself" in str(failure(check_mlm_loss, student))
+
+
+def test_sealing_is_not_fooled_by_try_except():
+    def student(logits, tokens, ignore_index=-100):
+        try:
+            return F.cross_entropy(logits[..., :-1, :].reshape(-1, logits.shape[-1]), tokens[..., 1:].reshape(-1))
+        except Exception:
+            return causal_slices(logits, tokens)
+
+    assert "calls torch.nn.functional.cross_entropy" in str(failure(check_causal_lm_loss, student))
+
+
+def test_a_verbatim_copy_of_the_reference_counts_as_calling_it():
+    namespace = {}
+    exec(compile(open(ref.objectives.__file__).read(), "copied.py", "exec"), namespace)
+    assert "calls plmcourse.ref.mlm_mask" in str(failure(check_mlm_mask, namespace["mlm_mask"]))
+
+
+def test_log_softmax_and_topk_are_allowed_where_not_taught():
+    check_mlm_loss(mlm_loss_log_softmax)
+    check_top_k_filter(top_k_topk)
+
+
+def test_the_seal_is_lifted_afterwards():
+    with pytest.raises(CheckFailed):
+        check_permutation_mask(lambda order: ref.permutation_mask(order))
+    assert not torch.overrides._get_current_function_mode_stack()
+    ref.permutation_mask([1, 0])
+
+
+# ----------------------------------------------------------------------------
+# Tampering
+
+
+def always_true(*args, **kwargs):
+    return True
+
+
+PATCHES = [
+    (np, "allclose", always_true),
+    (np, "isin", lambda *a, **k: np.zeros(np.shape(a[0]), dtype=bool)),
+    (np, "isneginf", lambda x: np.ones(np.shape(x), dtype=bool)),
+    (torch, "allclose", always_true),
+    (math, "isfinite", always_true),
+    (builtins, "abs", lambda x: 0),
+    (builtins, "all", always_true),
+    (builtins, "round", lambda x, *a: 0),
+]
+
+WRONG = [
+    (check_mlm_mask, mistake("check_mlm_mask", "always [MASK]")),
+    (check_mlm_loss, mistake("check_mlm_loss", "mean over all positions")),
+    (check_causal_lm_loss, mistake("check_causal_lm_loss", "no shift")),
+    (check_top_k_filter, mistake("check_top_k_filter", "k + 1 kept")),
+    (check_top_p_filter, mistake("check_top_p_filter", "crossing token removed")),
+    (check_text_infilling, mistake("check_text_infilling", "a mask per token")),
+    (check_permutation_mask, mistake("check_permutation_mask", "sees itself")),
+]
+
+
+@pytest.mark.parametrize("check, wrong", WRONG, ids=[c.__name__ for c, _ in WRONG])
+def test_patched_functions_do_not_change_the_verdict(check, wrong):
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in PATCHES]
+    try:
+        for owner, name, fake in PATCHES:
+            setattr(owner, name, fake)
+        with pytest.raises(CheckFailed):
+            check(wrong)
+        assert np.allclose is always_true  # the notebook's own assignments are back afterwards
+    finally:
+        for owner, name, value in saved:
+            setattr(owner, name, value)
+
+
+def test_a_replaced_reference_does_not_change_the_verdict():
+    original = ref.permutation_mask
+    wrong = mistake("check_permutation_mask", "sees itself")
+    try:
+        ref.permutation_mask = wrong
+        with pytest.raises(CheckFailed, match="also sees itself"):
+            check_permutation_mask(wrong)
+    finally:
+        ref.permutation_mask = original
+
+
+def test_cached_answers_fail_the_hidden_cases():
+    seen = {}
+
+    def recorder(logits, p):
+        answer = top_p_sort_scatter(logits, p)
+        seen[(logits.detach().numpy().tobytes(), p)] = answer
+        return answer
+
+    check_top_p_filter(recorder)
+
+    def cached(logits, p):
+        return seen.get((logits.detach().numpy().tobytes(), p), logits)
+
+    check_top_p_filter(cached)
+    with pytest.raises(CheckFailed):
+        check_top_p_filter(cached, hidden=True)
+
+
+def test_answers_that_remember_the_seed_case_cannot_fake_determinism():
+    """Returning a stored answer for a repeated call passes determinism, but not the other seed."""
+    store = {}
+
+    def student(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
+        key = (tokens.tobytes(), mask_id, mask_ratio, poisson_lambda)
+        if key not in store:
+            store[key] = infill_window(tokens, np.random.default_rng(0), mask_id, mask_ratio, poisson_lambda)
+        return store[key]
+
+    assert "another seed gave exactly the same result" in str(failure(check_text_infilling, student))
+
+
+# ----------------------------------------------------------------------------
+# What comes back, and machine independence
+
+
+def test_an_exception_is_named_and_chained():
+    def student(order):
+        raise ZeroDivisionError("boom")
+
+    error = failure(check_permutation_mask, student)
+    assert "your function raised ZeroDivisionError: boom" in str(error)
+    assert isinstance(error.__cause__, ZeroDivisionError)
+
+
+def test_checks_leave_the_random_generators_alone():
+    torch_state, numpy_state = torch.get_rng_state(), np.random.get_state()
+    check_mlm_mask(mlm_vectorised, hidden=True)
+    check_mlm_loss(mlm_loss_log_softmax, hidden=True)
+    check_top_p_filter(top_p_sort_scatter, hidden=True)
+    assert torch.equal(torch.get_rng_state(), torch_state)
+    assert np.random.get_state()[1].tolist() == numpy_state[1].tolist()
+
+
+def test_verdicts_do_not_depend_on_the_thread_count():
+    wrong = mistake("check_causal_lm_loss", "shift the wrong way")
+    threads = torch.get_num_threads()
+    try:
+        messages = []
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            messages.append(str(failure(check_causal_lm_loss, wrong)))
+    finally:
+        torch.set_num_threads(threads)
+    assert messages[0] == messages[1]
+
+
+@pytest.mark.parametrize("hidden", [False, True])
+def test_loss_references_agree_with_plmcourse_ref(hidden):
+    for case in checks._mlm_loss_cases(hidden, torch.device("cpu")) + checks._causal_cases(hidden, torch.device("cpu")):
+        d = case.data
+        value, grad = checks._reference_loss(case)
+        loss = ref.causal_lm_loss if d["causal"] else ref.mlm_loss
+        assert math.isclose(value, loss(d["logits"], d["targets"]), rel_tol=1e-12, abs_tol=1e-12)
+        assert np.isfinite(grad).all()
+
+
+def test_filter_cases_are_unambiguous():
+    """No top-p case has a cumulative mass within 1e-3 of p, and every top-k row has distinct values."""
+    for case in checks._top_p_cases(True, torch.device("cpu")):
+        assert checks._clear_of(case.data["logits"], case.data["p"])
+    for case in checks._top_k_cases(True, torch.device("cpu")):
+        logits = case.data["logits"]
+        finite = np.where(np.isneginf(logits), np.nan, logits)
+        for row in finite.reshape(-1, logits.shape[-1]):
+            row = row[~np.isnan(row)]
+            assert len(np.unique(row)) == len(row)
+
+
+def test_parameter_count_reference_matches_the_published_figures():
+    cases = {c.label.split(":")[0]: checks._count_reference(c) for c in checks._count_cases(True)}
+    assert cases["BERT-base"] == 109_482_240 and cases["BERT-large"] == 335_141_888
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_torch_checks_on_cuda():
+    check_mlm_loss(mlm_loss_log_softmax, hidden=True, device="cuda")
+    check_causal_lm_loss(causal_slices, hidden=True, device="cuda")
+    check_top_k_filter(top_k_topk, hidden=True, device="cuda")
+    check_top_p_filter(top_p_sort_scatter, hidden=True, device="cuda")
+    wrong = mistake("check_causal_lm_loss", "no shift")
+    assert str(failure(check_causal_lm_loss, wrong, device="cuda")) == str(failure(check_causal_lm_loss, wrong))
+
+
+def test_permutation_check_accepts_the_three_styles():
+    check_permutation_mask(permutation_rank, hidden=True)
