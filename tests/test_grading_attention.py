@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from plmcourse.ref import softmax as early_softmax
 from torch.nn.functional import scaled_dot_product_attention as early_fused
 
-import plmcourse.grading as grading
+from mistake_catalogue import catalogue_tests, failure, find_mistake
 from mistake_catalogue.attention_mistakes import (
     CATALOGUE,
     causal_tril,
@@ -38,47 +38,18 @@ from plmcourse.grading import attention as checks
 # Wrong answers overflow and divide by zero on purpose.
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
-CORRECT = [(check, name, fn) for check, (correct, _) in CATALOGUE.items() for name, fn in correct]
-MISTAKES = [(check, name, fn, fragment) for check, (_, mistakes) in CATALOGUE.items()
-            for name, fn, fragment in mistakes]
-
 
 def mistake(check_name, name):
     """The catalogued wrong function called `name`."""
-    return next(fn for entry, fn, _ in CATALOGUE[check_name][1] if entry == name)
-
-
-def failure(check, fn, **kwargs):
-    """The CheckFailed that check(fn) raises; fails the test if it passes."""
-    with pytest.raises(CheckFailed) as info:
-        check(fn, **kwargs)
-    return info.value
-
-
-def assert_one_sentence(message, check_name):
-    assert "\n" not in message
-    assert message.startswith(f"{check_name} failed on case ")
-    assert message.endswith(".")
+    return find_mistake(CATALOGUE, check_name, name)
 
 
 # ----------------------------------------------------------------------------
 # The catalogue
 
 
-@pytest.mark.parametrize("hidden", [False, True], ids=["visible", "hidden"])
-@pytest.mark.parametrize("check_name, name, fn", CORRECT, ids=[f"{c}-{n}" for c, n, _ in CORRECT])
-def test_correct_implementation_passes(check_name, name, fn, hidden, capsys):
-    getattr(grading, check_name)(fn, hidden=hidden)
-    printed = capsys.readouterr().out
-    assert printed.startswith(f"{check_name}: ") and printed.endswith(" cases passed.\n")
-
-
-@pytest.mark.parametrize("check_name, name, fn, fragment", MISTAKES,
-                         ids=[f"{c}-{n}" for c, n, _, _ in MISTAKES])
-def test_mistake_fails_with_its_hint(check_name, name, fn, fragment):
-    message = str(failure(getattr(grading, check_name), fn))
-    assert fragment in message
-    assert_one_sentence(message, check_name)
+(test_correct_implementation_passes, test_mistake_fails_with_its_hint,
+ test_mistake_also_fails_the_hidden_cases) = catalogue_tests(CATALOGUE)
 
 
 def test_catalogue_covers_every_check():

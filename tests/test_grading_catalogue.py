@@ -13,7 +13,6 @@ so a softmax that fails takes attention's 3 points with it (BROKEN_SOFTMAX below
 """
 
 import csv
-import json
 import os
 import shutil
 import sqlite3

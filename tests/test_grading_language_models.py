@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from plmcourse.nn import scalar_mix as early_scalar_mix  # an alias taken before the checks load
 
-import plmcourse.grading as grading
+from mistake_catalogue import catalogue_tests, failure, find_mistake
 from mistake_catalogue.language_models_mistakes import (
     CATALOGUE,
     bilm_masked_fill,
@@ -26,46 +26,17 @@ from plmcourse.grading import language_models as checks
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
-CORRECT = [(check, name, fn) for check, (correct, _) in CATALOGUE.items() for name, fn in correct]
-MISTAKES = [(check, name, fn, fragment) for check, (_, mistakes) in CATALOGUE.items()
-            for name, fn, fragment in mistakes]
-
 
 def mistake(check_name, name):
-    return next(fn for entry, fn, _ in CATALOGUE[check_name][1] if entry == name)
-
-
-def failure(check, fn, **kwargs):
-    with pytest.raises(CheckFailed) as info:
-        check(fn, **kwargs)
-    return info.value
+    return find_mistake(CATALOGUE, check_name, name)
 
 
 # ----------------------------------------------------------------------------
 # The catalogue
 
 
-@pytest.mark.parametrize("hidden", [False, True], ids=["visible", "hidden"])
-@pytest.mark.parametrize("check_name, name, fn", CORRECT, ids=[f"{c}-{n}" for c, n, _ in CORRECT])
-def test_correct_implementation_passes(check_name, name, fn, hidden, capsys):
-    getattr(grading, check_name)(fn, hidden=hidden)
-    printed = capsys.readouterr().out
-    assert printed.startswith(f"{check_name}: ") and printed.endswith(" cases passed.\n")
-
-
-@pytest.mark.parametrize("check_name, name, fn, fragment", MISTAKES,
-                         ids=[f"{c}-{n}" for c, n, _, _ in MISTAKES])
-def test_mistake_fails_with_its_hint(check_name, name, fn, fragment):
-    message = str(failure(getattr(grading, check_name), fn))
-    assert fragment in message
-    assert "\n" not in message and message.startswith(f"{check_name} failed on case ")
-    assert message.endswith(".")
-
-
-@pytest.mark.parametrize("check_name, name, fn, fragment", MISTAKES,
-                         ids=[f"{c}-{n}" for c, n, _, _ in MISTAKES])
-def test_mistake_also_fails_the_hidden_cases(check_name, name, fn, fragment):
-    failure(getattr(grading, check_name), fn, hidden=True)
+(test_correct_implementation_passes, test_mistake_fails_with_its_hint,
+ test_mistake_also_fails_the_hidden_cases) = catalogue_tests(CATALOGUE)
 
 
 def test_catalogue_covers_every_check():

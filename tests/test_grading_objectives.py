@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch.nn.functional import cross_entropy as early_cross_entropy
 
 import plmcourse.grading as grading
+from mistake_catalogue import catalogue_tests, failure, find_mistake
 from mistake_catalogue.objectives_mistakes import (
     CATALOGUE,
     causal_slices,
@@ -40,48 +41,21 @@ from plmcourse.grading import objectives as checks
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
-CORRECT = [(check, name, fn) for check, (correct, _) in CATALOGUE.items() for name, fn in correct]
-MISTAKES = [(check, name, fn, fragment) for check, (_, mistakes) in CATALOGUE.items()
-            for name, fn, fragment in mistakes]
 CHECKS = {"check_mlm_mask", "check_mlm_loss", "check_bert_parameter_count", "check_causal_lm_loss",
           "check_top_k_filter", "check_top_p_filter", "check_text_infilling", "check_prefix_lm_mask",
           "check_permutation_mask"}
 
 
 def mistake(check_name, name):
-    return next(fn for entry, fn, _ in CATALOGUE[check_name][1] if entry == name)
-
-
-def failure(check, fn, **kwargs):
-    with pytest.raises(CheckFailed) as info:
-        check(fn, **kwargs)
-    return info.value
-
-
-def assert_one_sentence(message, check_name):
-    assert "\n" not in message
-    assert message.startswith(f"{check_name} failed on case ")
-    assert message.endswith(".") and not message.endswith("?.")
+    return find_mistake(CATALOGUE, check_name, name)
 
 
 # ----------------------------------------------------------------------------
 # The catalogue
 
 
-@pytest.mark.parametrize("hidden", [False, True], ids=["visible", "hidden"])
-@pytest.mark.parametrize("check_name, name, fn", CORRECT, ids=[f"{c}-{n}" for c, n, _ in CORRECT])
-def test_correct_implementation_passes(check_name, name, fn, hidden, capsys):
-    getattr(grading, check_name)(fn, hidden=hidden)
-    printed = capsys.readouterr().out
-    assert printed.startswith(f"{check_name}: ") and printed.endswith(" cases passed.\n")
-
-
-@pytest.mark.parametrize("check_name, name, fn, fragment", MISTAKES,
-                         ids=[f"{c}-{n}" for c, n, _, _ in MISTAKES])
-def test_mistake_fails_with_its_hint(check_name, name, fn, fragment):
-    message = str(failure(getattr(grading, check_name), fn))
-    assert fragment in message
-    assert_one_sentence(message, check_name)
+(test_correct_implementation_passes, test_mistake_fails_with_its_hint,
+ test_mistake_also_fails_the_hidden_cases) = catalogue_tests(CATALOGUE)
 
 
 def test_catalogue_covers_every_check():

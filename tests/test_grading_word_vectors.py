@@ -13,7 +13,7 @@ import torch
 # An alias taken before the checks are imported, as a notebook might: sealing must still see it.
 from plmcourse.ref import log_softmax as early_log_softmax
 
-import plmcourse.grading as grading
+from mistake_catalogue import catalogue_tests, failure, find_mistake
 from mistake_catalogue.word_vectors_mistakes import (
     CATALOGUE,
     log_softmax_shifted,
@@ -32,51 +32,17 @@ from plmcourse.grading import word_vectors as checks
 # Wrong answers overflow and divide by zero on purpose.
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
-CORRECT = [(check, name, fn) for check, (correct, _) in CATALOGUE.items() for name, fn in correct]
-MISTAKES = [(check, name, fn, fragment) for check, (_, mistakes) in CATALOGUE.items()
-            for name, fn, fragment in mistakes]
-
 
 def mistake(check_name, name):
-    return next(fn for entry, fn, _ in CATALOGUE[check_name][1] if entry == name)
-
-
-def failure(check, fn, **kwargs):
-    with pytest.raises(CheckFailed) as info:
-        check(fn, **kwargs)
-    return info.value
-
-
-def assert_one_sentence(message, check_name):
-    assert "\n" not in message
-    assert message.startswith(f"{check_name} failed on case ")
-    assert message.endswith(".")
+    return find_mistake(CATALOGUE, check_name, name)
 
 
 # ----------------------------------------------------------------------------
 # The catalogue
 
 
-@pytest.mark.parametrize("hidden", [False, True], ids=["visible", "hidden"])
-@pytest.mark.parametrize("check_name, name, fn", CORRECT, ids=[f"{c}-{n}" for c, n, _ in CORRECT])
-def test_correct_implementation_passes(check_name, name, fn, hidden, capsys):
-    getattr(grading, check_name)(fn, hidden=hidden)
-    printed = capsys.readouterr().out
-    assert printed.startswith(f"{check_name}: ") and printed.endswith(" cases passed.\n")
-
-
-@pytest.mark.parametrize("check_name, name, fn, fragment", MISTAKES,
-                         ids=[f"{c}-{n}" for c, n, _, _ in MISTAKES])
-def test_mistake_fails_with_its_hint(check_name, name, fn, fragment):
-    message = str(failure(getattr(grading, check_name), fn))
-    assert fragment in message
-    assert_one_sentence(message, check_name)
-
-
-@pytest.mark.parametrize("check_name, name, fn, fragment", MISTAKES,
-                         ids=[f"{c}-{n}" for c, n, _, _ in MISTAKES])
-def test_mistake_also_fails_the_hidden_cases(check_name, name, fn, fragment):
-    failure(getattr(grading, check_name), fn, hidden=True)
+(test_correct_implementation_passes, test_mistake_fails_with_its_hint,
+ test_mistake_also_fails_the_hidden_cases) = catalogue_tests(CATALOGUE)
 
 
 def test_catalogue_covers_every_check():
