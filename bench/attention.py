@@ -56,10 +56,13 @@ def run(device="cpu", dtypes=(torch.float32,)):
             for backward in (False, True):
                 q, k, v, mask = inputs(seq, device, dtype, grad=backward)
                 steps = {name: torch_step(fn, q, k, v, mask, backward) for name, fn in variants().items()}
-                if device == "cpu" and not backward and dtype == torch.float32:
-                    arrays = [t.detach().numpy() for t in (q, k, v, mask)]
-                    steps["NumPy reference (float32 in)"] = lambda: ref.scaled_dot_product_attention(*arrays)
                 times = interleaved_medians(steps, device=device)
+                if device == "cpu" and not backward and dtype == torch.float32:
+                    # Timed on its own: OpenBLAS threads spin after each NumPy call (OMP_WAIT_POLICY
+                    # does not reach them) and would slow whichever torch call came next.
+                    arrays = [t.detach().numpy() for t in (q, k, v, mask)]
+                    numpy_step = {"NumPy reference (float32 in)": lambda: ref.scaled_dot_product_attention(*arrays)}
+                    times.update(interleaved_medians(numpy_step, repeats=7))
                 base = times["torch sdpa (direct)"]
                 for name, seconds in times.items():
                     rows.append({"device": str(device), "dtype": str(dtype).removeprefix("torch."),

@@ -18,8 +18,10 @@ from nbclient import NotebookClient
 from bench.common import write_result
 
 ROOT = Path(__file__).resolve().parent.parent
-PEAK = ("import json as _j, resource as _r\n"
-        "print(_j.dumps({'peak': _r.getrusage(_r.RUSAGE_SELF).ru_maxrss * 1024}))")
+# VmHWM: the kernel's own peak resident memory (ru_maxrss would include the forking parent's).
+PEAK = ("import json as _j\n"
+        "_hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]\n"
+        "print(_j.dumps({'peak': int(_hwm) * 1024}))")
 
 
 def run(path: Path, threads: int | None) -> tuple[float, int]:
