@@ -17,13 +17,15 @@ import torch.nn.functional as F
 from plmcourse import nn as course_nn
 from plmcourse import ref
 from plmcourse.grading.core import (
+    F32,
+    F64,
     Case,
     close,
     compare,
     expect_array,
     expect_pair,
     first_match,
-    protect,
+    protect_course_references,
     run_check,
     to_numpy,
 )
@@ -35,15 +37,8 @@ __all__ = [
     "check_multi_head_attention",
 ]
 
-# The references are protected like NumPy and torch: a notebook that reassigns
-# `plmcourse.ref.softmax` changes nothing in what the checks expect.
-protect(*[module for name, module in list(sys.modules.items())
-          if name.startswith(("plmcourse.ref", "plmcourse.nn")) and module is not None])
+protect_course_references()
 
-# float64 answers agree to ~1e-15 however they are computed (loops, einsum, GPU);
-# float32 ones to ~1e-6. Every mistake we know of is off by far more than either.
-F64 = {"atol": 1e-9, "rtol": 1e-7}
-F32 = {"atol": 2e-5, "rtol": 2e-4}
 
 
 def _tolerance(*arrays):

@@ -45,6 +45,9 @@ __all__ = [
     "run_check",
     "pristine",
     "protect",
+    "protect_course_references",
+    "F64",
+    "F32",
     "to_numpy",
     "describe",
     "expect_array",
@@ -90,10 +93,29 @@ _MISSING = object()
 _ORIGINALS = []  # (a module's __dict__, a copy of it taken when it was protected)
 
 
+_PROTECTED = set()  # ids of the module dicts already remembered
+
+
 def protect(*modules):
-    """Remember what `modules` hold now, so that `pristine()` can put it back."""
+    """Remember what `modules` hold now, so that `pristine()` can put it back (once per module)."""
     for module in modules:
-        _ORIGINALS.append((module.__dict__, dict(module.__dict__)))
+        if id(module.__dict__) not in _PROTECTED:
+            _PROTECTED.add(id(module.__dict__))
+            _ORIGINALS.append((module.__dict__, dict(module.__dict__)))
+
+
+def protect_course_references():
+    """Protect every loaded plmcourse.ref and plmcourse.nn module, as NumPy and torch are:
+    a notebook that reassigns, say, `plmcourse.ref.softmax` changes nothing in what a check expects.
+    Each check module calls this after importing the references it compares with."""
+    protect(*[module for name, module in list(sys.modules.items())
+              if name.startswith(("plmcourse.ref", "plmcourse.nn")) and module is not None])
+
+
+# float64 answers agree to ~1e-15 however they are computed (loops, einsum, GPU);
+# float32 ones to ~1e-6. Every mistake we know of is off by far more than either.
+F64 = {"atol": 1e-9, "rtol": 1e-7}
+F32 = {"atol": 2e-5, "rtol": 2e-4}
 
 
 _LIBRARIES = (builtins, math, np, numpy.linalg, numpy.random,

@@ -15,7 +15,6 @@ Every failure names the rule that was broken.
 """
 
 import math
-import sys
 
 import numpy as np
 import torch
@@ -24,6 +23,8 @@ import torch.nn.functional as F
 from plmcourse import nn as course_nn
 from plmcourse import ref
 from plmcourse.grading.core import (
+    F32,
+    F64,
     Case,
     close,
     compare,
@@ -31,7 +32,7 @@ from plmcourse.grading.core import (
     expect_array,
     expect_pair,
     first_match,
-    protect,
+    protect_course_references,
     run_check,
     to_numpy,
 )
@@ -50,12 +51,8 @@ __all__ = [
     "check_permutation_mask",
 ]
 
-# As in the attention checks: a notebook that reassigns a reference changes nothing here.
-protect(*[module for name, module in list(sys.modules.items())
-          if name.startswith(("plmcourse.ref", "plmcourse.nn")) and module is not None])
+protect_course_references()
 
-F64 = {"atol": 1e-9, "rtol": 1e-7}
-F32 = {"atol": 2e-5, "rtol": 2e-4}
 IGNORE = -100
 
 
