@@ -1,8 +1,13 @@
 """Grading throughput: notebook 03 submissions autograded per minute, through real nbgrader.
 
 Variants, on the same scratch course and the same N solved submissions:
-- plain nbgrader autograde (ordinary kernel, no sandbox, no verifier);
-- `plmcourse grade autograde`: nbgrader in the bubblewrap sandbox, then the verifier.
+- plain `nbgrader autograde`, every cell run (PLMCOURSE_RUN_DEMOS=1): nbgrader's default;
+- plain `nbgrader autograde` with the course configuration, which leaves out the demo
+  cells nothing graded depends on (plmcourse.grading.demos);
+- `plmcourse grade autograde`: the same, with two notebooks graded at once, each kernel
+  in the bubblewrap sandbox, then the verifier's second run of every test.
+After each variant the gradebook must give every submission full marks; a variant that
+does not is reported as failed instead of timed.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from plmcourse.grading import sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "03_attention"
-STUDENTS = 6
+STUDENTS = 8
 
 
 def env():
@@ -55,25 +60,42 @@ def scratch_course(where: Path) -> Path:
     return course
 
 
-def timed(cmd, cwd) -> float:
+def timed(cmd, cwd, extra_env=None) -> float:
     start = time.perf_counter()
-    subprocess.run(cmd, cwd=cwd, env=env(), check=True, capture_output=True)
+    subprocess.run(cmd, cwd=cwd, env={**env(), **(extra_env or {})}, check=True, capture_output=True)
     return time.perf_counter() - start
+
+
+def full_marks(course: Path) -> bool:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        scores = [gradebook.find_submission(ASSIGNMENT, f"student{i}") for i in range(STUDENTS)]
+        return all(s.score == s.max_score > 0 for s in scores)
 
 
 def main():
     rows = []
+    nbgrader = [sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--force"]
+    variants = {
+        "plain nbgrader autograde, every cell": (nbgrader, {"PLMCOURSE_RUN_DEMOS": "1"}),
+        "plain nbgrader autograde, demo cells left out": (nbgrader, {}),
+    }
+    if sandbox.available() is None:
+        variants["plmcourse grade autograde (2 at once, sandbox + verifier)"] = (
+            [sys.executable, "-m", "plmcourse", "grade", "autograde", ASSIGNMENT, "--jobs", "2"], {})
     with tempfile.TemporaryDirectory() as tmp:
         course = scratch_course(Path(tmp))
-        variants = {"plain nbgrader autograde": [sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--force"]}
-        if sandbox.available() is None:
-            variants["plmcourse grade autograde (sandbox + verifier)"] = [
-                sys.executable, "-m", "plmcourse", "grade", "autograde", ASSIGNMENT, "--course", str(course)]
-        for name, cmd in variants.items():
-            seconds = timed(cmd, course)
-            rows.append({"variant": name, "submissions": STUDENTS, "seconds": round(seconds, 1),
-                         "per submission (s)": round(seconds / STUDENTS, 2),
-                         "submissions per minute": round(STUDENTS / seconds * 60, 1)})
+        for name, (cmd, extra_env) in variants.items():
+            if name.startswith("plmcourse"):
+                cmd = [*cmd, "--course", str(course)]
+            seconds = timed(cmd, course, extra_env)
+            row = {"variant": name, "submissions": STUDENTS, "seconds": round(seconds, 1),
+                   "per submission (s)": round(seconds / STUDENTS, 2),
+                   "submissions per minute": round(STUDENTS / seconds * 60, 1)}
+            if not full_marks(course):
+                row = {"variant": name, "submissions": STUDENTS, "result": "FAILED: not every submission got full marks"}
+            rows.append(row)
     return write_result("grading", {"title": f"Grading throughput, notebook {ASSIGNMENT}", "rows": rows})
 
 

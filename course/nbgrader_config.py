@@ -25,6 +25,20 @@ c.Execute.timeout = int(os.environ.get("PLMCOURSE_CELL_SECONDS", "60"))
 c.Execute.interrupt_on_timeout = True
 c.Execute.kernel_name = "python3"
 
+# Cells tagged "demo" (experiments, plots, widgets) are skipped when grading, unless a cell
+# that runs reads a name one of them defines; see plmcourse/grading/demos.py. Grades are
+# the same, in a fraction of the time. PLMCOURSE_RUN_DEMOS=1 runs every cell.
+if os.environ.get("PLMCOURSE_RUN_DEMOS") != "1":
+    from nbgrader.converters import Autograde
+    from nbgrader.preprocessors import Execute
+
+    from plmcourse.grading.nbgrader_ext import ExecuteSkippingDemos
+
+    # (No comprehension here: nbgrader runs this file in a way that hides its names from one.)
+    preprocessors = Autograde.class_traits()["autograde_preprocessors"].default()
+    preprocessors[preprocessors.index(Execute)] = ExecuteSkippingDemos
+    c.Autograde.autograde_preprocessors = preprocessors
+
 # A submission that deleted a test cell still gets that test back (and is graded on it)
 # instead of being left silently as "needs manual grade".
 c.OverwriteCells.add_missing_cells = True

@@ -39,9 +39,9 @@ def grade(args: argparse.Namespace) -> int:
         report = workflow.collect(course, args.assignment, Path(args.folder))
         print(report)
     if args.step in ("autograde", "all"):
-        extra = (f"--student={args.student}",) if args.student else ()
         done = workflow.autograde(course, args.assignment, use_sandbox=not args.no_sandbox,
-                                  memory=int(args.memory_gb * 1024 ** 3), extra_args=extra)
+                                  memory=int(args.memory_gb * 1024 ** 3), student=args.student,
+                                  jobs=args.jobs)
         print(done.stderr if done.returncode else "autograde: done")
         for line in workflow.verify(course, args.assignment, use_sandbox=not args.no_sandbox,
                                     student=args.student):
@@ -71,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     graded.add_argument("--memory-gb", type=float, default=4.0, help="memory ceiling per notebook")
     graded.add_argument("--to", default="grades.csv", help="export: the CSV file, inside the course")
     graded.add_argument("--student", help="autograde: only this student (default: everyone)")
+    graded.add_argument("--jobs", type=int, default=None,
+                        help="autograde: notebooks graded at once (default: the number of CPU cores)")
     args = parser.parse_args(argv)
     if args.command == "grade" and args.step != "export" and not args.assignment:
         parser.error(f"grade {args.step} needs an assignment name")

@@ -11,6 +11,7 @@ numbers (e.g. {"val_loss": 1.9}); it runs under torch.no_grad() in eval mode.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -25,6 +26,7 @@ class History:
 
     steps: list[int] = field(default_factory=list)        # step of each training loss
     loss: list[float] = field(default_factory=list)       # training loss at that step
+    seconds: list[float] = field(default_factory=list)    # training time up to that step, evaluation excluded
     eval_steps: list[int] = field(default_factory=list)   # step of each evaluation
     evals: list[dict] = field(default_factory=list)       # what eval_fn returned there
 
@@ -67,7 +69,10 @@ def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float = 0.01
         if p.requires_grad:
             (decay if p.dim() >= 2 else no_decay).append(p)
     groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95))
+    # fused=True updates every parameter in one kernel instead of a Python loop over them;
+    # same arithmetic, and on a small model a few percent of each step.
+    fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in decay + no_decay)
+    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), fused=fused or None)
 
 
 def train(
@@ -95,8 +100,10 @@ def train(
     start = history.steps[-1] + 1 if history.steps else 0
     eval_every = eval_every or max(1, steps // 10)
 
+    clock = history.seconds[-1] if history.seconds else 0.0
     bar = tqdm(range(steps), desc=desc, disable=not progress, leave=False)
     for i in bar:
+        tick = time.perf_counter()
         model.train()
         loss = loss_fn(model, get_batch(start + i))
         optimizer.zero_grad(set_to_none=True)
@@ -106,7 +113,9 @@ def train(
         optimizer.step()
         schedule.step()
         history.steps.append(start + i)
-        history.loss.append(loss.item())
+        history.loss.append(loss.item())  # .item() waits for the GPU, so the clock below is honest
+        clock += time.perf_counter() - tick
+        history.seconds.append(clock)
         if eval_fn is not None and ((i + 1) % eval_every == 0 or i + 1 == steps):
             history.eval_steps.append(start + i)
             history.evals.append(evaluate(model, eval_fn))

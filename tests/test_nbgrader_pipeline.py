@@ -13,6 +13,7 @@ import nbformat
 import pytest
 
 from conftest import COURSE
+from plmcourse.grading.demos import NOT_RUN_NOTE, cells_to_skip, is_demo
 from plmcourse.release import nbgrader_env
 
 pytestmark = pytest.mark.nbgrader
@@ -63,11 +64,26 @@ def softmax_test_deleted():
     return nb
 
 
+def helper_in_demo_cell():
+    """Everything solved, but softmax calls a helper the student wrote into a demo cell.
+
+    Grading leaves demo cells out only when nothing that runs needs them, so this one
+    must run and the softmax must still score.
+    """
+    nb = solved_release()
+    answer = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "softmax")
+    demo = next(c for c in nb.cells if is_demo(c))
+    demo.source += "\n\n" + answer.source.replace("def softmax(", "def my_softmax(")
+    answer.source = "def softmax(x, axis=-1):\n    return my_softmax(x, axis)"
+    return nb
+
+
 SUBMISSIONS = {  # student -> (notebook, expected points per test cell)
     "solved": (solved_release, POINTS),
     "unsolved": (unsolved_release, dict.fromkeys(POINTS, 0)),
     "noscale": (without_scaling, {**POINTS, "test_scaled_dot_product_attention": 0}),
     "deleter": (softmax_test_deleted, POINTS),
+    "helper": (helper_in_demo_cell, POINTS),
 }
 
 
@@ -114,3 +130,16 @@ def test_feedback_names_the_mistake(graded_course):
     html = (graded_course / "feedback" / "noscale" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
     assert "check_scaled_dot_product_attention failed" in html
     assert "sqrt(d_k)" in html
+
+
+@pytest.mark.parametrize("student", ["solved", "helper"])
+def test_only_demo_cells_nothing_needs_were_left_out(graded_course, student):
+    nb = nbformat.read(graded_course / "autograded" / student / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+    noted = {i for i, c in enumerate(nb.cells) if c.cell_type == "code"
+             and any(o.get("text") == NOT_RUN_NOTE for o in c.get("outputs", []))}
+    demos = {i for i, c in enumerate(nb.cells) if is_demo(c)}
+    assert noted == cells_to_skip(nb.cells)
+    if student == "solved":
+        assert noted == demos
+    else:  # the demo cell holding the helper ran
+        assert len(noted) == len(demos) - 1

@@ -1,6 +1,9 @@
 """nbgrader plug-ins of the course, named in course/nbgrader_config.py."""
 
-from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor
+import nbformat
+from nbgrader.preprocessors import ClearHiddenTests, Execute, NbGraderPreprocessor
+
+from plmcourse.grading.demos import NOT_RUN_NOTE, cells_to_skip
 
 
 class SanitizeFeedback(NbGraderPreprocessor):
@@ -23,3 +26,21 @@ class SanitizeFeedback(NbGraderPreprocessor):
             if output.get("output_type") == "error":
                 output["traceback"] = [f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"]
         return cell, resources
+
+
+class ExecuteSkippingDemos(Execute):
+    """nbgrader's Execute, leaving out the demo cells nothing graded depends on (see grading.demos).
+
+    A skipped cell gets one line of output saying so, so the feedback does not look as if
+    the cell failed to run.
+    """
+
+    def preprocess(self, nb, resources=None, km=None):
+        self.skipped = cells_to_skip(nb.cells)
+        return super().preprocess(nb, resources, km=km)
+
+    def preprocess_cell(self, cell, resources, index):
+        if index in self.skipped:
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=NOT_RUN_NOTE)]
+            return cell, resources
+        return super().preprocess_cell(cell, resources, index)

@@ -11,7 +11,8 @@ The verifier re-runs each autograded notebook in a fresh sandboxed process:
 1. before any student code runs, it imports the checks and records the plmcourse
    modules, their contents and the code of every function in them;
 2. it runs the student's cells in order, each with a time limit, in an in-process
-   IPython shell (so magics work);
+   IPython shell (so magics work); it leaves out the same demo cells as autograding
+   (plmcourse.grading.demos);
 3. for each test cell (the instructor's version, which nbgrader has restored into the
    autograded notebook), it first puts every recorded module, name and code object
    back, then runs the cell with plain `exec` under the checks' pristine builtins and
@@ -108,14 +109,17 @@ def _worker(notebook: str) -> None:
 
     import plmcourse.grading  # noqa: F401  (imports every check)
     from plmcourse.grading.core import pristine
+    from plmcourse.grading.demos import cells_to_skip
 
     snapshot = _Snapshot()
     to_python = TransformerManager().transform_cell
     shell = InteractiveShell.instance()
     signal.signal(signal.SIGALRM, _alarm)
     verdicts = {}
-    for cell in nbformat.read(notebook, as_version=4).cells:
-        if cell.cell_type != "code":
+    cells = nbformat.read(notebook, as_version=4).cells
+    skipped = set() if os.environ.get("PLMCOURSE_RUN_DEMOS") == "1" else cells_to_skip(cells)
+    for index, cell in enumerate(cells):
+        if cell.cell_type != "code" or index in skipped:
             continue
         meta = cell.metadata.get("nbgrader", {})
         signal.alarm(CELL_SECONDS)

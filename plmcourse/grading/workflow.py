@@ -17,6 +17,7 @@ What the layer adds:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -130,13 +131,50 @@ def collect(course: Path, assignment: str, folder: Path) -> CollectReport:
     return report
 
 
+def submitted_students(course: Path, assignment: str) -> list[str]:
+    """The students with a submission of `assignment` in course/submitted/, sorted."""
+    return sorted(p.parent.name for p in (Path(course) / "submitted").glob(f"*/{assignment}"))
+
+
 def autograde(course: Path, assignment: str, use_sandbox: bool = True,
-              memory: int = sandbox.DEFAULT_MEMORY, extra_args: tuple = ()) -> subprocess.CompletedProcess:
-    """nbgrader autograde, every student, in the grading sandbox unless use_sandbox=False."""
+              memory: int = sandbox.DEFAULT_MEMORY, student: str | None = None,
+              jobs: int | None = None) -> subprocess.CompletedProcess:
+    """nbgrader autograde, every student (or one), in the grading sandbox unless use_sandbox=False.
+
+    With jobs > 1 the students are dealt out to that many nbgrader processes running at
+    once (each told to leave out the others' students); they share the gradebook, which
+    SQLite keeps consistent. The result's stderr holds every failed process's stderr.
+    """
     course = Path(course).resolve()
-    args = ["autograde", assignment, "--force", *extra_args]
-    if not use_sandbox:
-        return run_nbgrader(course, *args)
+    students = [student] if student else submitted_students(course, assignment)
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(students)))
+    groups = [students[i::jobs] for i in range(jobs)]
+    commands = [["autograde", assignment, "--force", *_only(students, group)] for group in groups]
+    with contextlib.ExitStack() as stack:
+        envs = stack.enter_context(_sandbox_envs(course, memory, jobs)) if use_sandbox else [nbgrader_env()] * jobs
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            done = list(pool.map(lambda args, env: run_nbgrader(course, *args, env=env), commands, envs))
+    failed = [d for d in done if d.returncode]
+    return subprocess.CompletedProcess(
+        ["nbgrader", "autograde", assignment], failed[0].returncode if failed else 0,
+        "".join(d.stdout for d in done), "".join(d.stderr for d in failed))
+
+
+def _only(students: list[str], group: list[str]) -> list[str]:
+    """nbgrader arguments that restrict a command to `group` out of `students`."""
+    if len(group) == 1:
+        return [f"--student={group[0]}"]
+    others = sorted(set(students) - set(group))
+    return [f"--CourseDirectory.student_id_exclude={','.join(others)}"] if others else []
+
+
+@contextlib.contextmanager
+def _sandbox_envs(course: Path, memory: int, jobs: int):
+    """For each of `jobs` nbgrader processes, an environment that starts its kernels in the sandbox.
+
+    Each process gets its own directory for the kernels' sockets, so that two processes
+    never pick the same socket names at the same moment.
+    """
     why_not = sandbox.available()
     if why_not:
         raise RuntimeError(f"cannot autograde in the sandbox: {why_not}; install it, or pass "
@@ -145,10 +183,12 @@ def autograde(course: Path, assignment: str, use_sandbox: bool = True,
         kernels = Path(scratch) / "jupyter"
         sandbox.install_kernelspec(kernels, course, memory)
         path = os.pathsep.join([str(kernels), os.environ.get("JUPYTER_PATH", "")]).rstrip(os.pathsep)
-        sockets = Path(scratch) / "ipc"
-        sockets.mkdir()
-        env = nbgrader_env({"JUPYTER_PATH": path, "PLMCOURSE_IPC_DIR": str(sockets)})
-        return run_nbgrader(course, *args, env=env)
+        envs = []
+        for job in range(jobs):
+            sockets = Path(scratch) / f"ipc{job}"
+            sockets.mkdir()
+            envs.append(nbgrader_env({"JUPYTER_PATH": path, "PLMCOURSE_IPC_DIR": str(sockets)}))
+        yield envs
 
 
 def feedback(course: Path, assignment: str) -> subprocess.CompletedProcess:
