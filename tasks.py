@@ -4,7 +4,7 @@
     python3 tasks.py lab        JupyterLab on the student notebooks (course/release/)
     python3 tasks.py test       the whole test suite (extra arguments go to pytest)
     python3 tasks.py release    regenerate course/release/ from course/source/
-    python3 tasks.py bench      run the benchmarks and rewrite bench/RESULTS.md
+    python3 tasks.py bench      run the benchmarks and rewrite bench/RESULTS.md (installs gensim)
     python3 tasks.py doctor     check that the course can run here
     python3 tasks.py setup      only create or update the environment
 
@@ -171,6 +171,9 @@ def main(argv: list[str]) -> int:
     if command == "doctor":
         return exec_in_venv(["-m", "plmcourse", "doctor", *rest])
     if command == "bench":
+        # The benchmarks compare against gensim (the `bench` extra), installed on first use.
+        if subprocess.run([venv_python(), "-c", "import gensim"], capture_output=True).returncode:
+            pip("install", "-e", f"{ROOT}[{EXTRAS},bench]")
         return exec_in_venv(["-m", "bench", *rest])
     print(f"unknown command {command!r}\n{__doc__}", file=sys.stderr)
     return 2

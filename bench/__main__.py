@@ -6,13 +6,15 @@ JSON files in bench/results/, so results of benchmarks not rerun are kept.
 
 import sys
 
-from bench import attention, grading, notebooks, report, threads
+from bench import attention, gpt, grading, notebooks, report, threads, word2vec
 
 BENCHMARKS = {
     "attention": attention.main,
     "threads": threads.main,
     "notebooks": notebooks.main,
     "grading": grading.main,
+    "gpt": gpt.main,
+    "word2vec": word2vec.main,
 }
 
 

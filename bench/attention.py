@@ -72,10 +72,44 @@ def run(device="cpu", dtypes=(torch.float32,)):
     return rows
 
 
+def profile(seq=512, steps=10, top=8):
+    """Where forward+backward spends its time, by PyTorch operator (self CPU time per step).
+
+    The explicit path materialises the (B, H, L, L) scores and weights: at L = 512 each is
+    8 * 4 * 512 * 512 float32 = 32 MiB, far beyond the caches, and masked_fill, softmax and
+    their backward each stream such tensors through memory. The fused kernel works on tiles
+    that stay in cache and never stores the L x L matrix.
+    """
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+
+    rows = []
+    q, k, v, mask = inputs(seq, "cpu", torch.float32, grad=True)
+    for name in ("torch sdpa (direct)", "plmcourse explicit"):
+        step = torch_step(variants()[name], q, k, v, mask, backward=True)
+        for _ in range(2):
+            step()
+        with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(steps):
+                step()
+        events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
+        total = sum(e.self_cpu_time_total for e in events)
+        for e in sorted(events, key=lambda e: -e.self_cpu_time_total)[:top]:
+            rows.append({"variant": name, "operator": e.key, "calls per step": e.count // steps,
+                         "ms per step": round(e.self_cpu_time_total / steps / 1e3, 2),
+                         "share of the step": f"{100 * e.self_cpu_time_total / total:.0f}%"})
+        rows.append({"variant": name, "operator": "(all operators)", "calls per step": "",
+                     "ms per step": round(total / steps / 1e3, 2), "share of the step": "100%"})
+    return rows
+
+
 def main():
     rows = run("cpu")
     if torch.cuda.is_available():
         rows += run("cuda", dtypes=(torch.float32, torch.bfloat16))
+    write_result("attention_profile", {
+        "title": "Where attention's time goes (CPU, float32, seq 512, forward+backward, torch.profiler)",
+        "notes": " ".join(profile.__doc__.split("\n\n")[1].split()),
+        "rows": profile()})
     return write_result("attention", {"title": "Attention (B=8, H=4, d=64, causal)", "rows": rows})
 
 

@@ -4,8 +4,10 @@ Variants, on the same scratch course and the same N solved submissions:
 - plain `nbgrader autograde`, every cell run (PLMCOURSE_RUN_DEMOS=1): nbgrader's default;
 - plain `nbgrader autograde` with the course configuration, which leaves out the demo
   cells nothing graded depends on (plmcourse.grading.demos);
-- `plmcourse grade autograde`: the same, with two notebooks graded at once, each kernel
-  in the bubblewrap sandbox, then the verifier's second run of every test.
+- the nbgrader step of `plmcourse grade autograde` alone: two nbgrader processes at once,
+  each kernel in the bubblewrap sandbox;
+- all of `plmcourse grade autograde`: that step, then the verifier's second run of every
+  test in a fresh sandboxed process.
 After each variant the gradebook must give every submission full marks; a variant that
 does not is reported as failed instead of timed.
 """
@@ -81,14 +83,17 @@ def main():
         "plain nbgrader autograde, every cell": (nbgrader, {"PLMCOURSE_RUN_DEMOS": "1"}),
         "plain nbgrader autograde, demo cells left out": (nbgrader, {}),
     }
-    if sandbox.available() is None:
-        variants["plmcourse grade autograde (2 at once, sandbox + verifier)"] = (
-            [sys.executable, "-m", "plmcourse", "grade", "autograde", ASSIGNMENT, "--jobs", "2"], {})
     with tempfile.TemporaryDirectory() as tmp:
         course = scratch_course(Path(tmp))
+        if sandbox.available() is None:
+            step = (f"from plmcourse.grading import workflow; "
+                    f"assert workflow.autograde({str(course)!r}, {ASSIGNMENT!r}, jobs=2).returncode == 0")
+            variants["plmcourse grade autograde, its nbgrader step only (2 at once, sandboxed)"] = (
+                [sys.executable, "-c", step], {})
+            variants["plmcourse grade autograde (2 at once, sandboxed, then verified)"] = (
+                [sys.executable, "-m", "plmcourse", "grade", "autograde", ASSIGNMENT, "--jobs", "2",
+                 "--course", str(course)], {})
         for name, (cmd, extra_env) in variants.items():
-            if name.startswith("plmcourse"):
-                cmd = [*cmd, "--course", str(course)]
             seconds = timed(cmd, course, extra_env)
             row = {"variant": name, "submissions": STUDENTS, "seconds": round(seconds, 1),
                    "per submission (s)": round(seconds / STUDENTS, 2),

@@ -24,6 +24,9 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 c.Execute.timeout = int(os.environ.get("PLMCOURSE_CELL_SECONDS", "60"))
 c.Execute.interrupt_on_timeout = True
 c.Execute.kernel_name = "python3"
+# Once the last cell has run, the outputs are in: stop the kernel at once rather than wait
+# about a second for it to wind down (a third of a graded notebook's time).
+c.Execute.shutdown_kernel = "immediate"
 
 # Cells tagged "demo" (experiments, plots, widgets) are skipped when grading, unless a cell
 # that runs reads a name one of them defines; see plmcourse/grading/demos.py. Grades are

@@ -256,3 +256,10 @@ def test_grading_again_gives_the_same_grades(graded):
         assert done.returncode == 0, done.stderr
     after = scores(course)
     assert after == before
+
+
+def test_an_honest_submission_is_not_flagged(graded):
+    """The course's own cells (e.g. the Colab cell reads sys.modules) never flag a student."""
+    _, report, _ = graded
+    assert "correct" in CATALOGUE
+    assert not [line for line in report.splitlines() if line.startswith("verify: correct:")], report

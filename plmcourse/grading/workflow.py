@@ -206,6 +206,8 @@ def verify(course: Path, assignment: str, use_sandbox: bool = True, student: str
     course = Path(course).resolve()
     url = f"sqlite:///{course / 'gradebook.db'}"
     notebooks = sorted((course / "autograded").glob(f"{student or '*'}/{assignment}/*.ipynb"))
+    course_cells = frozenset(c.source for path in (course / "source" / assignment).glob("*.ipynb")
+                             for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
     # The re-runs are independent processes; the gradebook is written afterwards, one at a time.
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         all_verdicts = list(pool.map(lambda nb: verify_notebook(nb, course, use_sandbox), notebooks))
@@ -215,7 +217,7 @@ def verify(course: Path, assignment: str, use_sandbox: bool = True, student: str
         if verdicts.problem:
             lines.append(f"{student}: not verified, {verdicts.problem}; nbgrader's scores kept, review by hand")
         lines += reconcile(url, assignment, notebook.stem, student, verdicts)
-        flags = suspicious(notebook)
+        flags = suspicious(notebook, course_cells)
         if flags:
             lines.append(f"{student}: flagged for review, the submission {', '.join(flags)}")
     return lines
