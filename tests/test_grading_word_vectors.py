@@ -213,7 +213,7 @@ def test_the_large_score_cases_really_overflow_a_naive_log_sigmoid():
 def test_the_large_logit_cases_really_break_a_naive_log_softmax():
     naive = mistake("check_log_softmax", "log of the softmax")
     for case in checks._log_softmax_cases(hidden=True):
-        if "logits of about 1e4" in case.tags:
+        if "large logits" in case.tags:
             with np.errstate(all="ignore"):
                 assert np.isneginf(naive(*case.args, **case.kwargs)).any()
 

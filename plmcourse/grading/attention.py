@@ -25,6 +25,7 @@ from plmcourse.grading.core import (
     expect_array,
     expect_pair,
     first_match,
+    logits_case,
     protect_course_references,
     run_check,
     to_numpy,
@@ -86,50 +87,28 @@ def _softmax_seal():
     return SOFTMAX_SEAL + extra
 
 
-def _logits_case(seed, shape, axis=None, scale=1.0, dtype=np.float64, some_neg_inf=False, empty=False):
-    """x ~ N(0, scale^2) of `shape`; optionally some entries, or one whole slice, set to -inf."""
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal(shape) * scale
-    along = -1 if axis is None else axis
-    if some_neg_inf:
-        holes = rng.random(shape) < 0.4
-        np.moveaxis(holes, along, 0)[0] = False  # every slice keeps a finite entry
-        x[holes] = -np.inf
-    if empty:
-        slices = np.moveaxis(x, along, -1)  # a view: (..., n)
-        slices[tuple(min(1, n - 1) for n in slices.shape[:-1])] = -np.inf
-    x = x.astype(dtype)
-    label = f"seed {seed}: x of shape {shape}" + ("" if axis is None else f", axis={axis}")
-    notes = {"large logits": scale >= 100, "float32": dtype == np.float32,
-             "some entries -inf": some_neg_inf, "one slice entirely -inf": empty}
-    label += "".join(f", {note}" for note, on in notes.items() if on)
-    return Case(label, (x,), {} if axis is None else {"axis": axis},
-                tags=frozenset(note for note, on in notes.items() if on),
-                data={"x": x, "axis": along})
-
-
 def _softmax_cases(hidden):
     cases = [
-        _logits_case(0, (6,)),
-        _logits_case(1, (3, 5)),
-        _logits_case(2, (2, 3, 4)),
-        _logits_case(3, (4, 6), axis=0),
-        _logits_case(4, (2, 5, 3), axis=1),
-        _logits_case(5, (3, 4), scale=1e4),
-        _logits_case(6, (2, 5), dtype=np.float32),
-        _logits_case(7, (3, 4), some_neg_inf=True),
-        _logits_case(8, (3, 4), empty=True),
+        logits_case(0, (6,)),
+        logits_case(1, (3, 5)),
+        logits_case(2, (2, 3, 4)),
+        logits_case(3, (4, 6), axis=0),
+        logits_case(4, (2, 5, 3), axis=1),
+        logits_case(5, (3, 4), scale=1e4),
+        logits_case(6, (2, 5), dtype=np.float32),
+        logits_case(7, (3, 4), some_neg_inf=True),
+        logits_case(8, (3, 4), empty=True),
     ]
     if hidden:
         cases += [
-            _logits_case(100, (9,)),
-            _logits_case(101, (5, 7)),
-            _logits_case(102, (3, 4, 2), axis=-2),
-            _logits_case(103, (2, 3, 4, 5), axis=2),
-            _logits_case(104, (4, 7), axis=0, scale=1e4),
-            _logits_case(105, (3, 2, 6), dtype=np.float32),
-            _logits_case(106, (5, 4), axis=0, empty=True),
-            _logits_case(107, (2, 3, 5), scale=1e4, some_neg_inf=True),
+            logits_case(100, (9,)),
+            logits_case(101, (5, 7)),
+            logits_case(102, (3, 4, 2), axis=-2),
+            logits_case(103, (2, 3, 4, 5), axis=2),
+            logits_case(104, (4, 7), axis=0, scale=1e4),
+            logits_case(105, (3, 2, 6), dtype=np.float32),
+            logits_case(106, (5, 4), axis=0, empty=True),
+            logits_case(107, (2, 3, 5), scale=1e4, some_neg_inf=True),
         ]
     return cases
 

@@ -301,6 +301,34 @@ class Case:
     data: dict = field(default_factory=dict)
 
 
+def logits_case(seed, shape, axis=None, scale=1.0, dtype=np.float64, some_neg_inf=False, empty=False,
+                hole_fraction=0.4):
+    """A Case for softmax-like functions: x ~ N(0, scale^2) of `shape`, called as f(x[, axis=axis]).
+
+    some_neg_inf: about `hole_fraction` of the entries set to -inf (every slice along
+    `axis` keeps a finite one); empty: one whole slice set to -inf. The label and tags
+    name what is special ("large logits", "float32", ...), for messages and hints.
+    """
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape) * scale
+    along = -1 if axis is None else axis
+    if some_neg_inf:
+        holes = rng.random(shape) < hole_fraction
+        np.moveaxis(holes, along, 0)[0] = False  # every slice keeps a finite entry
+        x[holes] = -np.inf
+    if empty:
+        slices = np.moveaxis(x, along, -1)  # a view: (..., n)
+        slices[tuple(min(1, n - 1) for n in slices.shape[:-1])] = -np.inf
+    x = x.astype(dtype)
+    label = f"seed {seed}: x of shape {shape}" + ("" if axis is None else f", axis={axis}")
+    notes = {"large logits": scale >= 100, "float32": dtype == np.float32,
+             "some entries -inf": some_neg_inf, "one slice entirely -inf": empty}
+    label += "".join(f", {note}" for note, on in notes.items() if on)
+    return Case(label, (x,), {} if axis is None else {"axis": axis},
+                tags=frozenset(note for note, on in notes.items() if on),
+                data={"x": x, "axis": along})
+
+
 def run_check(name, fn, cases, *, arg_names, reference, judge, seal=(), explain_error=None):
     """Run `fn` on every case; raise CheckFailed at the first wrong answer, else print one line.
 
