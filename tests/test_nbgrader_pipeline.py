@@ -143,3 +143,30 @@ def test_only_demo_cells_nothing_needs_were_left_out(graded_course, student):
         assert noted == demos
     else:  # the demo cell holding the helper ran
         assert len(noted) == len(demos) - 1
+
+
+def test_grading_again_two_at_once_gives_the_same_scores(graded_course):
+    """plmcourse's autograde deals the students out to two nbgrader processes sharing the gradebook."""
+    from nbgrader.api import Gradebook
+
+    from plmcourse.grading import workflow
+
+    assert workflow.submitted_students(graded_course, ASSIGNMENT) == sorted(SUBMISSIONS)
+    done = workflow.autograde(graded_course, ASSIGNMENT, use_sandbox=False, jobs=2)
+    assert done.returncode == 0, done.stderr
+    with Gradebook(f"sqlite:///{graded_course / 'gradebook.db'}") as gradebook:
+        for student, (_, expected) in SUBMISSIONS.items():
+            got = {grade_id: gradebook.find_grade(grade_id, ASSIGNMENT, ASSIGNMENT, student).score
+                   for grade_id in POINTS}
+            assert got == expected, student
+
+
+def test_students_are_dealt_out_without_overlap():
+    from plmcourse.grading.workflow import _only
+
+    students = ["ann", "bob", "cy", "dee", "eve"]
+    groups = [students[i::2] for i in range(2)]
+    assert [_only(students, g) for g in groups] == [
+        ["--CourseDirectory.student_id_exclude=bob,dee"], ["--CourseDirectory.student_id_exclude=ann,cy,eve"]]
+    assert _only(students, ["cy"]) == ["--student=cy"]
+    assert _only(["ann"], ["ann"]) == ["--student=ann"]
