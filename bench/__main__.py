@@ -5,6 +5,7 @@ JSON files in bench/results/, so results of benchmarks not rerun are kept.
 """
 
 import sys
+import time
 
 from bench import attention, gpt, grading, notebooks, report, threads, word2vec
 
@@ -25,7 +26,9 @@ def main(argv):
         sys.exit(f"unknown benchmark(s) {unknown}; choose from {list(BENCHMARKS)}")
     for name in names:
         print(f"[bench] {name} ...", flush=True)
-        print(f"[bench] wrote {BENCHMARKS[name]()}")
+        start = time.perf_counter()
+        path = BENCHMARKS[name]()
+        print(f"[bench] wrote {path} ({time.perf_counter() - start:.0f} s)", flush=True)
     print(f"[bench] wrote {report.write()}")
 
 

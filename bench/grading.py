@@ -29,7 +29,7 @@ from plmcourse.grading import sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "03_attention"
-STUDENTS = 8
+STUDENTS = 6
 
 
 def env():

@@ -11,10 +11,10 @@ measured side by side in the same run. These are measurements, never assertions 
 
 
 def table(rows):
-    columns = list(rows[0])
+    columns = list(dict.fromkeys(c for row in rows for c in row))  # every row's keys, first seen first
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in rows:
-        lines.append("| " + " | ".join(str(row[c]) for c in columns) + " |")
+        lines.append("| " + " | ".join("" if row.get(c) is None else str(row[c]) for c in columns) + " |")
     return "\n".join(lines)
 
 
