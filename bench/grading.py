@@ -26,6 +26,7 @@ import nbformat
 
 from bench.common import write_result
 from plmcourse.grading import sandbox
+from plmcourse.release import solved_release
 
 ROOT = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "03_attention"
@@ -36,17 +37,6 @@ def env():
     return {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
 
 
-def solved_submission():
-    source = nbformat.read(ROOT / "course/source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
-    answers = {c.metadata["nbgrader"]["grade_id"]: c.source for c in source.cells
-               if c.metadata.get("nbgrader", {}).get("solution")}
-    nb = nbformat.read(ROOT / "course/release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
-    for cell in nb.cells:
-        if cell.metadata.get("nbgrader", {}).get("grade_id") in answers:
-            cell.source = answers[cell.metadata["nbgrader"]["grade_id"]]
-    return nb
-
-
 def scratch_course(where: Path) -> Path:
     course = where / "course"
     course.mkdir()
@@ -54,7 +44,7 @@ def scratch_course(where: Path) -> Path:
     shutil.copytree(ROOT / "course/source" / ASSIGNMENT, course / "source" / ASSIGNMENT)
     subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"],
                    cwd=course, env=env(), check=True, capture_output=True)
-    nb = solved_submission()
+    nb = solved_release(ROOT / "course", ASSIGNMENT)
     for i in range(STUDENTS):
         folder = course / "submitted" / f"student{i}" / ASSIGNMENT
         folder.mkdir(parents=True)

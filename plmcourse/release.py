@@ -106,3 +106,22 @@ def release_course(course: str | Path = "course", assignments: list[str] | None 
             generate(course, name)
     return sorted(p for p in (course / "release").glob("*/*.ipynb")
                   if assignments is None or p.parent.name in assignments)
+
+
+def solution_cells(course: str | Path, assignment: str) -> dict[str, str]:
+    """grade_id -> the instructor's answer, for every answer cell of the assignment's source notebook."""
+    path = Path(course) / "source" / assignment / f"{assignment}.ipynb"
+    return {c.metadata["nbgrader"]["grade_id"]: c.source for c in nbformat.read(path, as_version=4).cells
+            if c.metadata.get("nbgrader", {}).get("solution")}
+
+
+def solved_release(course: str | Path, assignment: str, **answers: str) -> nbformat.NotebookNode:
+    """What a student who solved everything hands in: the release notebook with the instructor's
+    answers filled in (`answers`, by grade_id, replaces some of them). For tests and benchmarks."""
+    filled = {**solution_cells(course, assignment), **answers}
+    nb = nbformat.read(Path(course) / "release" / assignment / f"{assignment}.ipynb", as_version=4)
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in filled:
+            cell.source = filled[grade_id]
+    return nb

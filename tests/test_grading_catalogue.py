@@ -25,6 +25,7 @@ import pytest
 
 from conftest import COURSE
 from plmcourse.grading import sandbox
+from plmcourse.release import solution_cells, solved_release
 
 pytestmark = [pytest.mark.nbgrader,
               pytest.mark.skipif(sandbox.available() is not None, reason=str(sandbox.available()))]
@@ -36,25 +37,13 @@ BROKEN_SOFTMAX = FULL - 2 - 3
 CELL_SECONDS = 10  # instead of 60, so that the infinite loop costs the test little
 
 
-def release():
-    return nbformat.read(COURSE / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
-
-
 def answers():
-    source = nbformat.read(COURSE / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
-    return {c.metadata["nbgrader"]["grade_id"]: c.source for c in source.cells
-            if c.metadata.get("nbgrader", {}).get("solution")}
+    return solution_cells(COURSE, ASSIGNMENT)
 
 
 def solved(**replace):
     """The release notebook with every answer filled in; `replace` swaps in other answer cells."""
-    nb = release()
-    filled = {**answers(), **replace}
-    for cell in nb.cells:
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if grade_id in filled:
-            cell.source = filled[grade_id]
-    return nb
+    return solved_release(COURSE, ASSIGNMENT, **replace)
 
 
 def with_cell(nb, source, after="softmax"):

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import COURSE
 from plmcourse.grading.demos import NOT_RUN_NOTE, cells_to_skip, is_demo
-from plmcourse.release import nbgrader_env
+from plmcourse.release import nbgrader_env, solved_release
 
 pytestmark = pytest.mark.nbgrader
 
@@ -30,26 +30,18 @@ def nbgrader(course, *args):
     return done
 
 
-def solved_release():
-    """What a student who solved everything hands in: the release notebook with the answers filled in."""
-    source = nbformat.read(COURSE / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
-    answers = {c.metadata["nbgrader"]["grade_id"]: c.source for c in source.cells
-               if c.metadata.get("nbgrader", {}).get("solution")}
-    nb = nbformat.read(COURSE / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
-    for cell in nb.cells:
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if grade_id in answers:
-            cell.source = answers[grade_id]
-    return nb
+def solved():
+    """What a student who solved everything hands in."""
+    return solved_release(COURSE, ASSIGNMENT)
 
 
-def unsolved_release():
+def unsolved():
     return nbformat.read(COURSE / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
 
 
 def without_scaling():
     """Softmax, causal mask and MHA right; attention forgets to divide by sqrt(d_k)."""
-    nb = solved_release()
+    nb = solved()
     for cell in nb.cells:
         if cell.metadata.get("nbgrader", {}).get("grade_id") == "scaled_dot_product_attention":
             assert " / np.sqrt(d_k)" in cell.source
@@ -59,7 +51,7 @@ def without_scaling():
 
 def softmax_test_deleted():
     """Everything solved, but the softmax test cell deleted: it must come back and be graded."""
-    nb = solved_release()
+    nb = solved()
     nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "test_softmax"]
     return nb
 
@@ -70,7 +62,7 @@ def helper_in_demo_cell():
     Grading leaves demo cells out only when nothing that runs needs them, so this one
     must run and the softmax must still score.
     """
-    nb = solved_release()
+    nb = solved()
     answer = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "softmax")
     demo = next(c for c in nb.cells if is_demo(c))
     demo.source += "\n\n" + answer.source.replace("def softmax(", "def my_softmax(")
@@ -79,8 +71,8 @@ def helper_in_demo_cell():
 
 
 SUBMISSIONS = {  # student -> (notebook, expected points per test cell)
-    "solved": (solved_release, POINTS),
-    "unsolved": (unsolved_release, dict.fromkeys(POINTS, 0)),
+    "solved": (solved, POINTS),
+    "unsolved": (unsolved, dict.fromkeys(POINTS, 0)),
     "noscale": (without_scaling, {**POINTS, "test_scaled_dot_product_attention": 0}),
     "deleter": (softmax_test_deleted, POINTS),
     "helper": (helper_in_demo_cell, POINTS),

@@ -25,6 +25,7 @@ from plmcourse.grading.core import (
     expect_array,
     expect_pair,
     first_match,
+    judge_bool_mask,
     logits_case,
     protect_course_references,
     run_check,
@@ -357,29 +358,12 @@ def _causal_mistakes(n):
     yield "a mask that blocks nothing (all True)", lambda: (ones,)
 
 
-def _judge_causal(case, got, expected):
-    problem = expect_array(got, "the result")
-    if problem:
-        return problem
-    if got.dtype != np.bool_:
-        if got.dtype.kind == "f" and np.isneginf(got).any():
-            return ("the result is an additive float mask of 0 and -inf, return a boolean mask "
-                    "instead (True where attention is allowed)")
-        hint = " (the pattern is right; create it with dtype=bool)" if (
-            got.shape == expected.shape and ((got != 0) == expected).all()) else ""
-        return f"the result has dtype {got.dtype}, expected bool{hint}"
-    problem = compare(got, expected, atol=0, rtol=0, what="the result")
-    if problem is None:
-        return None
-    mistake = first_match((got,), _causal_mistakes(case.data["n"]), atol=0, rtol=0)
-    return f"{problem}; it matches {mistake}" if mistake else problem
-
-
 def check_causal_mask(fn, hidden=False):
     """Check a NumPy `causal_mask(n)`: bool (n, n), True on and below the diagonal."""
     run_check("check_causal_mask", fn, _causal_cases(hidden), arg_names=("n",),
               reference=lambda case: ref.causal_mask(case.data["n"]),
-              judge=_judge_causal, seal=CAUSAL_SEAL)
+              judge=lambda case, got, expected: judge_bool_mask(got, expected, _causal_mistakes(case.data["n"])),
+              seal=CAUSAL_SEAL)
 
 
 # ----------------------------------------------------------------------------

@@ -494,6 +494,36 @@ def _index(flat, shape):
     return "[" + ", ".join(str(int(i)) for i in _unravel_index(flat, shape)) + "]"
 
 
+def as_scalar(x):
+    """A float for a Python number, a NumPy scalar or a one-element array; None otherwise."""
+    if isinstance(x, (bool, np.bool_)):
+        return None
+    if isinstance(x, (int, float, np.integer, np.floating)):
+        return float(x)
+    if isinstance(x, np.ndarray) and x.size == 1 and x.dtype.kind in "fi":
+        return float(x.reshape(()))
+    return None
+
+
+def judge_bool_mask(got, expected, mistakes):
+    """None if `got` is exactly the boolean mask `expected`, else one sentence (with the matching mistake)."""
+    problem = expect_array(got, "the result")
+    if problem:
+        return problem
+    if got.dtype != np.bool_:
+        if got.dtype.kind == "f" and np.isneginf(got).any():
+            return ("the result is an additive float mask of 0 and -inf; return a boolean mask instead "
+                    "(True where attention is allowed)")
+        hint = " (the pattern is right; create it with dtype=bool)" if (
+            got.shape == expected.shape and ((got != 0) == expected).all()) else ""
+        return f"the result has dtype {got.dtype}, expected bool{hint}"
+    problem = compare(got, expected, atol=0, rtol=0, what="the result")
+    if problem is None:
+        return None
+    mistake = first_match((got,), mistakes, atol=0, rtol=0)
+    return f"{problem}; it matches {mistake}" if mistake else problem
+
+
 def compare(got, expected, atol, rtol, what="the output"):
     """None if `got` is close to `expected`, else a phrase: shape, NaN, or the largest difference."""
     got = to_numpy(got)

@@ -17,6 +17,7 @@ from plmcourse.grading.core import (
     F32,
     F64,
     Case,
+    as_scalar,
     compare,
     describe,
     expect_array,
@@ -38,17 +39,6 @@ LIBRARY_CROSS_ENTROPY = [
     (torch.nn.CrossEntropyLoss, "torch.nn.CrossEntropyLoss"),
     (torch.nn.NLLLoss, "torch.nn.NLLLoss"),
 ]
-
-
-def _scalar(x):
-    """A float for a Python number, a NumPy scalar or a one-element array; None otherwise."""
-    if isinstance(x, (bool, np.bool_)):
-        return None
-    if isinstance(x, (int, float, np.integer, np.floating)):
-        return float(x)
-    if isinstance(x, np.ndarray) and x.size == 1 and x.dtype.kind in "fi":
-        return float(x.reshape(()))
-    return None
 
 
 def _log_softmax(x):
@@ -151,7 +141,7 @@ def _judge_ce(case, got, expected):
     if isinstance(got, np.ndarray) and got.size > 1:
         return (f"the result has shape {got.shape}, expected a single number (the mean over the "
                 f"counted positions)")
-    value = _scalar(got)
+    value = as_scalar(got)
     if value is None:
         return f"your function returned {describe(got)}, expected a number"
     if not np.isfinite(value):

@@ -32,6 +32,7 @@ from plmcourse.grading.core import (
     expect_array,
     expect_pair,
     first_match,
+    judge_bool_mask,
     protect_course_references,
     run_check,
     to_numpy,
@@ -966,24 +967,6 @@ PREFIX_SEAL = [(ref.prefix_lm_mask, "plmcourse.ref.prefix_lm_mask")]
 PERMUTATION_SEAL = [(ref.permutation_mask, "plmcourse.ref.permutation_mask")]
 
 
-def _judge_mask(case, got, expected, mistakes):
-    problem = expect_array(got, "the result")
-    if problem:
-        return problem
-    if got.dtype != np.bool_:
-        if got.dtype.kind == "f" and np.isneginf(got).any():
-            return ("the result is an additive float mask of 0 and -inf; return a boolean mask instead "
-                    "(True where attention is allowed)")
-        hint = " (the pattern is right; create it with dtype=bool)" if (
-            got.shape == expected.shape and ((got != 0) == expected).all()) else ""
-        return f"the result has dtype {got.dtype}, expected bool{hint}"
-    problem = compare(got, expected, atol=0, rtol=0, what="the result")
-    if problem is None:
-        return None
-    mistake = first_match((got,), mistakes, atol=0, rtol=0)
-    return f"{problem}; it matches {mistake}" if mistake else problem
-
-
 def _prefix_cases(hidden):
     sizes = [(6, 3), (4, 0), (4, 4), (1, 0), (1, 1), (5, 2)]
     if hidden:
@@ -1012,7 +995,7 @@ def check_prefix_lm_mask(fn, hidden=False):
     """Check a NumPy `prefix_lm_mask(n, prefix_len)`: bidirectional prefix, causal rest (UniLM)."""
     run_check("check_prefix_lm_mask", fn, _prefix_cases(hidden), arg_names=("n", "prefix_len"),
               reference=lambda case: ref.prefix_lm_mask(case.data["n"], case.data["p"]),
-              judge=lambda case, got, expected: _judge_mask(case, got, expected,
+              judge=lambda case, got, expected: judge_bool_mask(got, expected,
                                                             _prefix_mistakes(case.data["n"], case.data["p"])),
               seal=PREFIX_SEAL)
 
@@ -1046,6 +1029,6 @@ def check_permutation_mask(fn, hidden=False):
     """Check a NumPy `permutation_mask(order)`: i sees j when j comes earlier in the order (XLNet)."""
     run_check("check_permutation_mask", fn, _permutation_cases(hidden), arg_names=("order",),
               reference=lambda case: ref.permutation_mask(case.data["order"]),
-              judge=lambda case, got, expected: _judge_mask(case, got, expected,
+              judge=lambda case, got, expected: judge_bool_mask(got, expected,
                                                             _permutation_mistakes(case.data["order"])),
               seal=PERMUTATION_SEAL)

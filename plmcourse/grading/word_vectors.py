@@ -20,6 +20,7 @@ from plmcourse.grading.core import (
     F32,
     F64,
     Case,
+    as_scalar,
     compare,
     describe,
     expect_array,
@@ -381,17 +382,6 @@ def _gradient_mistakes(d, which):
                lambda: (((1 - _sigmoid(neg)) / B)[:, :, None] * c[:, None, :],))
 
 
-def _scalar(x):
-    """A float for a Python number, a NumPy scalar or a one-element array; None otherwise."""
-    if isinstance(x, (bool, np.bool_)):
-        return None
-    if isinstance(x, (int, float, np.integer, np.floating)):
-        return float(x)
-    if isinstance(x, np.ndarray) and x.size == 1 and x.dtype.kind in "fi":
-        return float(x.reshape(()))
-    return None
-
-
 def _judge_sgns(case, got, expected):
     names = "(loss, grad_center, grad_context, grad_negatives)"
     if not (isinstance(got, (tuple, list)) and len(got) == 4):
@@ -402,7 +392,7 @@ def _judge_sgns(case, got, expected):
     if isinstance(loss, np.ndarray) and loss.size > 1:
         hint = " (one per pair: take the mean over the batch)" if loss.shape == (B,) else ""
         return f"the loss (first item) has shape {loss.shape}, expected a single number{hint}"
-    value = _scalar(loss)
+    value = as_scalar(loss)
     if value is None:
         if isinstance(loss, torch.Tensor):
             return "the loss (first item) is a torch.Tensor, expected a number: this exercise is NumPy"
