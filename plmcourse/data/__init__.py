@@ -34,3 +34,25 @@ from plmcourse.data.synthetic import (  # noqa: E402
 )
 
 __all__ += ["synthetic_corpus", "sense_sentences", "SIMILARITY_PAIRS", "ANALOGIES"]
+
+# BERT's WordPiece tokenizer (notebook 07, see plmcourse/data/wordpiece.py).
+from plmcourse.data.wordpiece import WordPieceTokenizer, wordpiece  # noqa: E402
+
+__all__ += ["wordpiece", "WordPieceTokenizer"]
+
+# Probing datasets: part of speech in context, bigram shift, self-similarity (notebook 07,
+# see plmcourse/data/probing.py).
+from plmcourse.data.probing import (  # noqa: E402
+    MONOSEMOUS,
+    POLYSEMOUS,
+    POS_TEST_WORDS,
+    POS_WORDS,
+    bigram_shift_examples,
+    context_sentences,
+    pos_probe_examples,
+    probe_sentences,
+    swap_bigram,
+)
+
+__all__ += ["pos_probe_examples", "bigram_shift_examples", "probe_sentences", "swap_bigram",
+            "context_sentences", "POS_WORDS", "POS_TEST_WORDS", "POLYSEMOUS", "MONOSEMOUS"]

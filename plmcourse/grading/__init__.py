@@ -53,3 +53,9 @@ __all__ += [
     "check_top_k_filter", "check_top_p_filter", "check_text_infilling", "check_prefix_lm_mask",
     "check_permutation_mask",
 ]
+
+# Inside a real BERT: WordPiece and mean pooling (notebook 07).
+from plmcourse.grading.sentence_embeddings import check_mean_pool  # noqa: E402
+from plmcourse.grading.wordpiece import check_wordpiece  # noqa: E402
+
+__all__ += ["check_wordpiece", "check_mean_pool"]

@@ -81,3 +81,13 @@ __all__ += [
     "subsample", "skipgram_pairs", "train_skipgram", "train_cbow", "train_glove",
     "BiLM", "ScalarMix", "scalar_mix", "bilm_loss", "reverse_padded",
 ]
+
+# Sentence embeddings (notebooks 07-08).
+from plmcourse.nn.sentence_embeddings import mean_pool  # noqa: E402
+
+__all__ += ["mean_pool"]
+
+# Looking inside a trained model: probes, self-similarity, attention shares (notebook 07).
+from plmcourse.nn.probing import anisotropy, attention_shares, linear_probe, self_similarity  # noqa: E402
+
+__all__ += ["linear_probe", "self_similarity", "anisotropy", "attention_shares"]

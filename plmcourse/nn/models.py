@@ -62,6 +62,7 @@ class BertConfig:
     embedding_size: int | None = None  # ALBERT: E < d_model, then a projection E -> d_model
     share_layers: bool = False  # ALBERT: one block's weights in every layer
     init_std: float = 0.02  # see _init_weights
+    norm_eps: float = 1e-5  # LayerNorm epsilon; the real BERT and MiniLM use 1e-12
 
     def __post_init__(self):
         self.d_ff = 4 * self.d_model if self.d_ff is None else self.d_ff
@@ -151,7 +152,7 @@ class BertEmbeddings(nn.Module):
         self.token = nn.Embedding(config.vocab_size, E)
         self.segment = nn.Embedding(config.type_vocab_size, E) if config.type_vocab_size else None
         self.position = LearnedPositionEmbedding(config.max_len, E)
-        self.norm = nn.LayerNorm(E)
+        self.norm = nn.LayerNorm(E, eps=config.norm_eps)
         self.dropout = nn.Dropout(config.dropout)
         # ALBERT: a V x E table plus an E x H map instead of a V x H table.
         self.project = nn.Linear(E, config.d_model) if E != config.d_model else None
@@ -175,9 +176,10 @@ class Bert(nn.Module):
         n_distinct = 1 if config.share_layers else config.n_layers
         self.blocks = nn.ModuleList(
             TransformerBlock(config.d_model, config.n_heads, config.d_ff, config.dropout,
-                             norm_first=config.norm_first, activation=config.activation)
+                             norm_first=config.norm_first, activation=config.activation,
+                             norm_eps=config.norm_eps)
             for _ in range(n_distinct))
-        self.norm = nn.LayerNorm(config.d_model) if config.norm_first else None
+        self.norm = nn.LayerNorm(config.d_model, eps=config.norm_eps) if config.norm_first else None
         self.pooler = nn.Linear(config.d_model, config.d_model) if config.pooler else None
         _initialise(self, config.init_std)
 
@@ -186,11 +188,36 @@ class Bert(nn.Module):
         x = self.embeddings(ids, segment_ids)
         mask = _key_mask(attention_mask)  # every query sees every real token: no causal mask
         for layer in range(self.config.n_layers):
-            x = self.blocks[0 if self.config.share_layers else layer](x, mask=mask)
+            x = self.block(layer)(x, mask=mask)
         if self.norm is not None:
             x = self.norm(x)
         pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None
         return x, pooled
+
+    def block(self, layer):
+        """The block that computes layer `layer` (0-based); ALBERT reuses one block everywhere."""
+        return self.blocks[0 if self.config.share_layers else layer]
+
+    def all_layers(self, ids, segment_ids=None, attention_mask=None, return_weights=False):
+        """Every layer's output, for looking inside the model (probes, attention maps).
+
+        Returns a list of n_layers + 1 tensors (B, T, d_model): index 0 is the embedding
+        output, index l the output of layer l (the last one is what forward returns).
+        With return_weights=True also a list of n_layers attention maps (B, n_heads, T, T).
+        """
+        x = self.embeddings(ids, segment_ids)
+        mask = _key_mask(attention_mask)
+        hidden, weights = [x], []
+        for layer in range(self.config.n_layers):
+            if return_weights:
+                x, w = self.block(layer)(x, mask=mask, return_weights=True)
+                weights.append(w)
+            else:
+                x = self.block(layer)(x, mask=mask)
+            hidden.append(x)
+        if self.norm is not None:
+            hidden[-1] = self.norm(x)
+        return (hidden, weights) if return_weights else hidden
 
 
 class BertForPreTraining(nn.Module):

@@ -71,40 +71,52 @@ class TransformerBlock(nn.Module):
         bias=True,
         cross_attention=False,
         impl="fused",
+        norm_eps=1e-5,
     ):
         super().__init__()
         d_ff = 4 * d_model if d_ff is None else d_ff
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias, impl=impl)
-        self.norm1 = nn.LayerNorm(d_model, bias=bias)
+        # norm_eps: PyTorch's default 1e-5; the real BERT checkpoints were trained with 1e-12.
+        self.norm1 = nn.LayerNorm(d_model, eps=norm_eps, bias=bias)
         if cross_attention:
             self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias, impl=impl)
-            self.norm_cross = nn.LayerNorm(d_model, bias=bias)
+            self.norm_cross = nn.LayerNorm(d_model, eps=norm_eps, bias=bias)
         else:
             self.cross_attn = None
             self.norm_cross = None
         self.ff = FeedForward(d_model, d_ff, dropout=dropout, activation=activation, bias=bias)
-        self.norm2 = nn.LayerNorm(d_model, bias=bias)
+        self.norm2 = nn.LayerNorm(d_model, eps=norm_eps, bias=bias)
         # Dropout on each sub-layer's output, before it is added to the residual stream.
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x, mask=None, context=None, context_mask=None):
+    def forward(self, x, mask=None, context=None, context_mask=None, return_weights=False):
         """
         x: (B, T, d_model); mask: bool, broadcastable to (B, n_heads, T, T), True = may attend.
         context: (B, S, d_model), needed by a cross-attention block;
         context_mask: bool, broadcastable to (B, n_heads, T, S).
-        Returns (B, T, d_model).
+        Returns (B, T, d_model); with return_weights=True also the self-attention
+        weights (B, n_heads, T, T), computed by the explicit path.
         """
         if self.cross_attn is not None and context is None:
             raise ValueError("this block has cross-attention: pass context=(B, S, d_model).")
         if self.cross_attn is None and context is not None:
             raise ValueError("context was given but the block has no cross-attention (cross_attention=False).")
 
-        x = self._sublayer(x, self.norm1, lambda h: self.self_attn(h, mask=mask))
+        weights = None
+
+        def self_attention(h):
+            nonlocal weights  # kept aside for the caller; the residual path needs only the output
+            if not return_weights:
+                return self.self_attn(h, mask=mask)
+            y, weights = self.self_attn(h, mask=mask, return_weights=True)
+            return y
+
+        x = self._sublayer(x, self.norm1, self_attention)
         if self.cross_attn is not None:
             x = self._sublayer(x, self.norm_cross, lambda h: self.cross_attn(h, context=context, mask=context_mask))
         x = self._sublayer(x, self.norm2, self.ff)
-        return x  # (B, T, d_model)
+        return (x, weights) if return_weights else x  # (B, T, d_model)
 
     def _sublayer(self, x, norm, layer):
         """The residual connection with its LayerNorm, before (pre-LN) or after (post-LN)."""

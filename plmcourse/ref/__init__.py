@@ -86,3 +86,8 @@ __all__ += [
     "nearest_neighbours", "analogy", "spearman", "evaluate_similarity", "evaluate_analogies",
     "WordVectors", "perplexity", "NGramLM", "bilm_loss", "scalar_mix",
 ]
+
+# Sentence embeddings (notebooks 07-08).
+from plmcourse.ref.sentence_embeddings import mean_pool  # noqa: E402
+
+__all__ += ["mean_pool"]
