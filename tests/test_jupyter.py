@@ -6,6 +6,7 @@ Both start a real Jupyter server on localhost and talk to it over HTTP.
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -40,7 +41,9 @@ def get(url: str):
 @contextmanager
 def jupyter_server(cmd: list, env: dict, port: int):
     log = open(Path(env.get("HOME", ROOT)) / f"jupyter-{port}.log", "w")
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    # A session of its own: `tasks.py lab` starts JupyterLab as a child, and stopping only
+    # tasks.py would leave that server running after the test.
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(120):
@@ -56,11 +59,11 @@ def jupyter_server(cmd: list, env: dict, port: int):
             pytest.fail("jupyter did not answer within 60 s")
         yield base
     finally:
-        proc.terminate()
+        os.killpg(proc.pid, signal.SIGTERM)  # the whole group: tasks.py and the server it started
         try:
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
         log.close()
 
 
