@@ -1,4 +1,4 @@
-"""The `plmcourse` command: `plmcourse doctor`, `plmcourse release`."""
+"""The `plmcourse` command: `plmcourse doctor`, `release`, `grade`, `checkpoints build`."""
 
 from __future__ import annotations
 
@@ -55,6 +55,16 @@ def grade(args: argparse.Namespace) -> int:
     return 0
 
 
+def checkpoints(args: argparse.Namespace) -> int:
+    from plmcourse.pretrained.checkpoints import main as checkpoints_main
+
+    try:
+        return checkpoints_main([args.step, *args.names])
+    except ValueError as err:  # a misspelt name: one sentence, no traceback
+        print(f"checkpoints: {err}", file=sys.stderr)
+        return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="plmcourse", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -73,12 +83,15 @@ def main(argv: list[str] | None = None) -> int:
     graded.add_argument("--student", help="autograde: only this student (default: everyone)")
     graded.add_argument("--jobs", type=int, default=None,
                         help="autograde: notebooks graded at once (default: the number of CPU cores)")
+    built = sub.add_parser("checkpoints", help="rebuild the course's shipped tiny BERT/GPT from their seeds")
+    built.add_argument("step", choices=["build"])
+    built.add_argument("names", nargs="*", help="tiny-bert, tiny-gpt (default: all)")
     args = parser.parse_args(argv)
     if args.command == "grade" and args.step != "export" and not args.assignment:
         parser.error(f"grade {args.step} needs an assignment name")
     if args.command == "grade" and args.step in ("collect", "all") and not args.folder:
         parser.error(f"grade {args.step} needs the folder of submissions")
-    return {"doctor": doctor, "release": release, "grade": grade}[args.command](args)
+    return {"doctor": doctor, "release": release, "grade": grade, "checkpoints": checkpoints}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -58,3 +58,10 @@ def test_importing_plmcourse_sets_omp_wait_policy_before_torch():
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert done.stdout.split() == ["PASSIVE", "False"]
+
+
+def test_checkpoints_command_refuses_an_unknown_name_in_one_sentence():
+    done = subprocess.run([sys.executable, "-m", "plmcourse", "checkpoints", "build", "tiny-t5"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "no checkpoint named 'tiny-t5'" in done.stderr and "Traceback" not in done.stderr

@@ -29,6 +29,12 @@ def test_wheel_contains_every_subpackage(wheel):
     assert not [n for n in names if n.startswith(("tests/", "course/", "bench/"))]
 
 
+def test_wheel_ships_the_course_checkpoints(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    shipped = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "plmcourse/pretrained/weights").glob("*.safetensors"))
+    assert shipped and all(name in names for name in shipped), shipped
+
+
 def test_wheel_metadata_lists_runtime_dependencies_and_the_cli(wheel):
     archive = zipfile.ZipFile(wheel)
     metadata = archive.read(next(n for n in archive.namelist() if n.endswith("METADATA"))).decode()
@@ -45,7 +51,9 @@ def test_installed_wheel_imports_without_the_source_tree(wheel, tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target",
                     str(target), str(wheel)], check=True)
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import plmcourse, plmcourse.nn, plmcourse.ref, "
-            "plmcourse.grading; print(plmcourse.__version__, plmcourse.__file__)")
+            "plmcourse.grading; from plmcourse.pretrained import load_checkpoint; "
+            "assert not load_checkpoint('tiny-bert', device='cpu').model.training; "
+            "print(plmcourse.__version__, plmcourse.__file__)")
     done = subprocess.run([sys.executable, "-c", code, str(target)], capture_output=True, text=True,
                           cwd=tmp_path, env={**os.environ, "PYTHONSAFEPATH": "1"})
     assert done.returncode == 0, done.stderr

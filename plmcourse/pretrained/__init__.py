@@ -20,3 +20,15 @@ from plmcourse.pretrained.minilm import (
 
 __all__ = ["load_minilm", "encode_sentences", "minilm_available", "minilm_dir", "MINILM_INSTALL",
            "WeightsNotInstalled"]
+
+# The course's own tiny BERT and tiny GPT, pre-trained once and shipped (see checkpoints.py).
+from plmcourse.pretrained.checkpoints import (  # noqa: E402
+    CHECKPOINTS,
+    Checkpoint,
+    build_checkpoint,
+    heldout_batch,
+    heldout_loss,
+    load_checkpoint,
+)
+
+__all__ += ["CHECKPOINTS", "Checkpoint", "build_checkpoint", "load_checkpoint", "heldout_loss", "heldout_batch"]
