@@ -26,6 +26,8 @@ import functools
 import math
 import os
 import sys
+import textwrap
+import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -59,7 +61,35 @@ __all__ = [
 
 
 class CheckFailed(AssertionError):
-    """A check found a wrong answer; the message says which case and why in one sentence."""
+    """A check found a wrong answer; the message says which case and why in one sentence.
+
+    In a notebook it shows as that sentence, not as a traceback through the checker:
+    IPython (and so JupyterLab, nbgrader's Validate and the feedback) displays an
+    exception's `_render_traceback_()` lines when it has that method. When the student's
+    own function raised, its own frames follow: that is their bug, and where it is.
+    """
+
+    def _render_traceback_(self):
+        # Wrapped at 80 characters: nbgrader's Validate dialog cuts longer lines with "...".
+        name = type(self).__name__
+        lines = textwrap.wrap(f"{name}: {self}", width=80)
+        lines[0] = lines[0].replace(name, f"\x1b[0;31m{name}\x1b[0m", 1)  # red, as IPython's own
+        cause = self.__cause__
+        frames = _student_frames(cause.__traceback__) if cause is not None else []
+        if frames:
+            lines.append("\nYour function raised it here:")
+            lines += [line.rstrip("\n") for line in traceback.format_list(frames)]
+            lines += [line.rstrip("\n") for line in traceback.format_exception_only(type(cause), cause)]
+        return lines
+
+
+_GRADING_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _student_frames(tb):
+    """The frames of a traceback outside plmcourse/grading: the student's code (and what it called)."""
+    return [frame for frame in traceback.extract_tb(tb)
+            if not os.path.abspath(frame.filename).startswith(_GRADING_DIR + os.sep)]
 
 
 # ----------------------------------------------------------------------------
