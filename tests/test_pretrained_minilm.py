@@ -118,6 +118,8 @@ def test_encode_sentences_keeps_order_and_ignores_batching(minilm):
     np.testing.assert_allclose(raw / np.linalg.norm(raw, axis=1, keepdims=True), batched, atol=1e-5)
     with pytest.raises(TypeError, match="list of sentences"):
         encode_sentences("one sentence", model=model, tokenizer=tokenizer)
+    with pytest.raises(ValueError, match="both model and tokenizer"):
+        encode_sentences(BATCH, model=model)
 
 
 @needs_weights

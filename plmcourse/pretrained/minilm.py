@@ -152,18 +152,20 @@ def encode_sentences(sentences, batch_size=32, normalize=True, device=None, mode
                      max_length=MAX_LENGTH):
     """Sentence vectors (n, 384) as float32 NumPy: mean pooling over real tokens, then L2 normalisation.
 
-    This is what sentence-transformers computes for all-MiniLM-L6-v2. Pass `model` and
-    `tokenizer` to encode with another BERT (e.g. one you fine-tuned); by default the
-    MiniLM weights are loaded once per device and kept.
+    This is what sentence-transformers computes for all-MiniLM-L6-v2. By default the MiniLM
+    weights are loaded on `device` once and kept. Pass `model` and `tokenizer` (both) to
+    encode with another BERT, e.g. one you fine-tuned; it runs where its parameters are.
     """
     if isinstance(sentences, str):
         raise TypeError("encode_sentences takes a list of sentences; wrap a single one in a list.")
-    device = torch.device(device) if device is not None else (
-        next(model.parameters()).device if model is not None else default_device())
-    if model is None or tokenizer is None:
+    if (model is None) != (tokenizer is None):
+        raise ValueError("pass both model and tokenizer (they go together), or neither for MiniLM.")
+    if model is None:
+        device = torch.device(device) if device is not None else default_device()
         if device not in _LOADED:
             _LOADED[device] = load_minilm(device)
-        tokenizer, model = _LOADED[device] if model is None else (tokenizer or _LOADED[device][0], model)
+        tokenizer, model = _LOADED[device]
+    device = next(model.parameters()).device
     # Sorting by length puts sentences of similar length in one batch: less padding to compute.
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
     out = np.zeros((len(sentences), model.config.d_model), dtype=np.float32)
