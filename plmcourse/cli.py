@@ -21,8 +21,17 @@ def doctor(args: argparse.Namespace) -> int:
 
 
 def release(args: argparse.Namespace) -> int:
-    from plmcourse.release import release_course
+    from pathlib import Path
 
+    from plmcourse.release import release_course, rename_repository
+
+    if args.repo:  # a fork: name it first, so that the notebooks' Colab cells follow
+        try:
+            old = rename_repository(Path(args.course).resolve().parent, args.repo)
+        except (ValueError, FileNotFoundError) as err:
+            print(f"release: {err}", file=sys.stderr)
+            return 2
+        print(f"release: the repository is now {args.repo} (was {old}) in pyproject.toml and README.md")
     written = release_course(args.course, args.assignments or None)
     for path in written:
         print(f"release: wrote {path}")
@@ -72,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     rel = sub.add_parser("release", help="regenerate course/release/ from course/source/ with nbgrader")
     rel.add_argument("assignments", nargs="*", help="assignment names (default: all)")
     rel.add_argument("--course", default="course", help="the nbgrader course directory")
+    rel.add_argument("--repo", metavar="OWNER/NAME",
+                     help="a fork: rewrite the GitHub, Binder and Colab links to this repository first")
     graded = sub.add_parser("grade", help="collect, autograde (sandboxed and verified), feedback, export")
     graded.add_argument("step", choices=["collect", "autograde", "feedback", "export", "all"])
     graded.add_argument("assignment", nargs="?", help="e.g. 03_attention (not needed for export)")

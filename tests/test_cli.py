@@ -65,3 +65,13 @@ def test_checkpoints_command_refuses_an_unknown_name_in_one_sentence():
                           capture_output=True, text=True)
     assert done.returncode == 2
     assert "no checkpoint named 'tiny-t5'" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_release_repo_refuses_a_malformed_name_in_one_sentence(tmp_path):
+    # Refused before anything is written: the scratch pyproject.toml stays as it was.
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "plmcourse"\n')
+    done = subprocess.run([sys.executable, "-m", "plmcourse", "release", "--repo", "not-a-repo",
+                           "--course", str(tmp_path / "course")], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "'not-a-repo' is not a GitHub OWNER/NAME" in done.stderr and "Traceback" not in done.stderr
+    assert (tmp_path / "pyproject.toml").read_text() == '[project]\nname = "plmcourse"\n'

@@ -80,14 +80,27 @@ def venv_env(**extra) -> dict:
     return env
 
 
+def page_config(html: str) -> dict:
+    match = re.search(r'<script id="jupyter-config-data" type="application/json">(.*?)</script>', html, re.S)
+    return json.loads(match.group(1))
+
+
+def lab_env(tmp_path) -> dict:
+    return venv_env(HOME=str(tmp_path), JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"))
+
+
 def test_readme_lab_command_serves_the_release_notebooks(tmp_path):
-    """`python3 tasks.py lab` (the README's first command) serves course/release/."""
+    """`python3 tasks.py lab` (the README's first command) serves course/release/ with only Validate."""
     port = free_port()
     cmd = [sys.executable, str(ROOT / "tasks.py"), "lab", *server_args(port)]
-    env = venv_env(HOME=str(tmp_path), JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"))
-    with jupyter_server(cmd, env, port) as base:
-        status, _ = get(f"{base}/lab")
+    with jupyter_server(cmd, lab_env(tmp_path), port) as base:
+        status, html = get(f"{base}/lab")
         assert status == 200
+        disabled = page_config(html).get("disabledExtensions", [])
+        for ext in NBGRADER_STUDENT_HIDDEN:
+            assert f"@jupyter/nbgrader:{ext}" in disabled, f"the student lab shows nbgrader's {ext}"
+        assert "@jupyter/nbgrader:validate-assignment" not in disabled
+        assert get(f"{base}/formgrader")[0] == 404
         status, body = get(f"{base}/api/contents/")
         assert status == 200
         listed = {item["name"] for item in json.loads(body)["content"]}
@@ -95,11 +108,24 @@ def test_readme_lab_command_serves_the_release_notebooks(tmp_path):
         for nb in release_notebooks():
             status, body = get(f"{base}/api/contents/{nb.parent.name}/{nb.name}")
             assert status == 200 and json.loads(body)["type"] == "notebook"
+    # Hidden without touching the user's own Jupyter configuration.
+    assert not (tmp_path / ".jupyter").exists()
 
 
-def page_config(html: str) -> dict:
-    match = re.search(r'<script id="jupyter-config-data" type="application/json">(.*?)</script>', html, re.S)
-    return json.loads(match.group(1))
+def test_instructor_lab_keeps_every_nbgrader_tool(tmp_path):
+    """`python3 tasks.py lab --instructor` serves course/ with the formgrader and every nbgrader plugin."""
+    port = free_port()
+    cmd = [sys.executable, str(ROOT / "tasks.py"), "lab", "--instructor", *server_args(port)]
+    with jupyter_server(cmd, lab_env(tmp_path), port) as base:
+        status, html = get(f"{base}/lab")
+        assert status == 200
+        config = page_config(html)
+        assert "@jupyter/nbgrader" in {ext["name"] for ext in config["federated_extensions"]}
+        disabled = [name for name in config.get("disabledExtensions", []) if name.startswith("@jupyter/nbgrader")]
+        assert not disabled, f"the instructor lab hides {disabled}"
+        assert get(f"{base}/formgrader")[0] == 200
+        status, body = get(f"{base}/api/contents/")
+        assert {"source", "release"} <= {item["name"] for item in json.loads(body)["content"]}
 
 
 def test_binder_postbuild_leaves_students_only_validate(tmp_path):

