@@ -48,6 +48,8 @@ def grade(args: argparse.Namespace) -> int:
         report = workflow.collect(course, args.assignment, Path(args.folder))
         print(report)
     if args.step in ("autograde", "all"):
+        for line in workflow.prepare_submissions(course, args.assignment, args.student):
+            print(f"autograde: {line}")
         done = workflow.autograde(course, args.assignment, use_sandbox=not args.no_sandbox,
                                   memory=int(args.memory_gb * 1024 ** 3), student=args.student,
                                   jobs=args.jobs)

@@ -30,8 +30,15 @@ NOT_RUN_NOTE = "(A demonstration: not run when grading, since no graded code dep
 DYNAMIC_LOOKUPS = frozenset({"eval", "exec", "globals", "locals", "vars", "get_ipython", "__import__"})
 
 
+def nbgrader_metadata(cell) -> dict:
+    """A cell's nbgrader metadata, or {} when it has none or something that is not nbgrader's
+    (a student may write any metadata; a string there must not stop the grading)."""
+    found = cell.get("metadata", {}).get("nbgrader")
+    return found if isinstance(found, dict) else {}
+
+
 def is_demo(cell) -> bool:
-    nbgrader = cell.get("metadata", {}).get("nbgrader", {})
+    nbgrader = nbgrader_metadata(cell)
     graded = nbgrader.get("grade") or nbgrader.get("solution")
     return cell.get("cell_type") == "code" and DEMO_TAG in cell.get("metadata", {}).get("tags", []) and not graded
 

@@ -3,7 +3,7 @@
 import nbformat
 from nbgrader.preprocessors import ClearHiddenTests, Execute, NbGraderPreprocessor
 
-from plmcourse.grading.demos import NOT_RUN_NOTE, cells_to_skip
+from plmcourse.grading.demos import NOT_RUN_NOTE, cells_to_skip, nbgrader_metadata
 
 
 class SanitizeFeedback(NbGraderPreprocessor):
@@ -19,7 +19,7 @@ class SanitizeFeedback(NbGraderPreprocessor):
         return super().preprocess(nb, resources)
 
     def preprocess_cell(self, cell, resources, index):
-        if cell.cell_type != "code" or not cell.metadata.get("nbgrader", {}).get("grade"):
+        if cell.cell_type != "code" or not nbgrader_metadata(cell).get("grade"):
             return cell, resources
         self.clear_hidden._remove_hidden_test_region(cell)
         for output in cell.get("outputs", []):

@@ -108,7 +108,7 @@ def _worker(notebook: str) -> None:
 
     import plmcourse.grading  # noqa: F401  (imports every check)
     from plmcourse.grading.core import pristine
-    from plmcourse.grading.demos import cells_to_skip
+    from plmcourse.grading.demos import cells_to_skip, nbgrader_metadata
 
     snapshot = _Snapshot()
     to_python = TransformerManager().transform_cell
@@ -120,7 +120,7 @@ def _worker(notebook: str) -> None:
     for index, cell in enumerate(cells):
         if cell["cell_type"] != "code" or index in skipped:
             continue
-        meta = cell.get("metadata", {}).get("nbgrader", {})
+        meta = nbgrader_metadata(cell)
         signal.alarm(CELL_SECONDS)
         try:
             if meta.get("grade"):
@@ -188,8 +188,9 @@ def verify_notebook(notebook: Path, course_root: Path, use_sandbox: bool = True,
     nonce = secrets.token_hex(16)
     env = {**os.environ, "MPLBACKEND": "Agg", "OMP_WAIT_POLICY": "PASSIVE"}
     try:
-        done = subprocess.run(cmd, input=nonce + "\n", capture_output=True, text=True, timeout=timeout,
-                              cwd=notebook.parent, env=env,
+        # errors="replace": student code may print any bytes; they must not stop the report.
+        done = subprocess.run(cmd, input=nonce + "\n", capture_output=True, text=True, errors="replace",
+                              timeout=timeout, cwd=notebook.parent, env=env,
                               preexec_fn=lambda: sandbox.limit_memory(sandbox.DEFAULT_MEMORY))
     except subprocess.TimeoutExpired:
         return Verdicts({}, f"the verifier did not finish within {timeout:.0f} s")
@@ -216,10 +217,12 @@ def suspicious(notebook: Path, course_cells: frozenset = frozenset()) -> list[st
     Cells whose text is one of `course_cells` (the source notebook's own cells, e.g. the
     Colab set-up cell, which looks at sys.modules) are the course's, not the student's.
     """
+    from plmcourse.grading.demos import nbgrader_metadata
+
     found = []
     for cell in _read_cells(notebook):
         source = cell["source"]
-        if cell["cell_type"] != "code" or cell.get("metadata", {}).get("nbgrader", {}).get("grade"):
+        if cell["cell_type"] != "code" or nbgrader_metadata(cell).get("grade"):
             continue
         if source in course_cells:
             continue

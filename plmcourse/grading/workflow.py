@@ -32,6 +32,7 @@ from pathlib import Path
 import nbformat
 
 from plmcourse.grading import sandbox
+from plmcourse.grading.demos import nbgrader_metadata
 
 # "alice/03_attention.ipynb" or "alice_03_attention.ipynb" / "alice_1234_03_attention.ipynb":
 # the student id is the folder name, else the file name up to its first underscore.
@@ -59,7 +60,10 @@ def nbgrader_env(extra: dict | None = None) -> dict:
 
 def run_nbgrader(course: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "nbgrader", *args]
-    return subprocess.run(cmd, cwd=course, env=env or nbgrader_env(), capture_output=True, text=True)
+    # errors="replace": a student's code can write any bytes to the kernel's output, and
+    # one undecodable byte must not stop the report for the whole class.
+    return subprocess.run(cmd, cwd=course, env=env or nbgrader_env(), capture_output=True, text=True,
+                          errors="replace")
 
 
 def assignment_grade_ids(course: Path, assignment: str) -> set[str]:
@@ -67,7 +71,7 @@ def assignment_grade_ids(course: Path, assignment: str) -> set[str]:
     ids = set()
     for path in (course / "source" / assignment).glob("*.ipynb"):
         for cell in nbformat.read(path, as_version=4).cells:
-            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+            grade_id = nbgrader_metadata(cell).get("grade_id")
             if grade_id:
                 ids.add(grade_id)
     return ids
@@ -81,7 +85,7 @@ def check_submission(path: Path, expected_ids: set[str]) -> str | None:
         return f"it is not valid notebook JSON ({' '.join(str(err).split())[:120]})"
     except Exception as err:  # nbformat raises several kinds for a malformed notebook
         return f"it cannot be read as a notebook ({type(err).__name__}: {err})"
-    found = {c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells} - {None}
+    found = {nbgrader_metadata(c).get("grade_id") for c in nb.cells} - {None}
     if found and not found & expected_ids:
         return ("it holds the exercises of a different assignment "
                 f"({', '.join(sorted(found)[:3])}, ...)")
@@ -136,6 +140,42 @@ def submitted_students(course: Path, assignment: str) -> list[str]:
     return sorted(p.parent.name for p in (Path(course) / "submitted").glob(f"*/{assignment}"))
 
 
+def prepare_submissions(course: Path, assignment: str, student: str | None = None) -> list[str]:
+    """Set aside what would make nbgrader stop for the whole class; one line per thing set aside.
+
+    - a notebook in a student's folder that the assignment does not have (nbgrader finds
+      no gradebook entry for it and gives up) moves to submitted/<student>/<assignment>.extra/;
+    - nbgrader metadata that is not a dict (a student's own "nbgrader" key) is removed from
+      the submitted notebook, which is otherwise left exactly as it was.
+    """
+    course = Path(course).resolve()
+    expected = {p.name for p in (course / "source" / assignment).glob("*.ipynb")}
+    lines = []
+    for folder in sorted((course / "submitted").glob(f"{student or '*'}/{assignment}")):
+        name = folder.parent.name
+        for path in sorted(folder.glob("*.ipynb")):
+            if path.name not in expected:
+                aside = folder.parent / f"{assignment}.extra"
+                aside.mkdir(exist_ok=True)
+                path.rename(aside / path.name)
+                lines.append(f"{name}: left out {path.name}, which is not a notebook of {assignment} "
+                             f"(moved to {aside.relative_to(course)})")
+                continue
+            try:
+                nb = nbformat.read(path, as_version=4)
+            except Exception:  # nbgrader reports an unreadable notebook itself, for this student only
+                continue
+            odd = [i for i, c in enumerate(nb.cells) if "nbgrader" in c.metadata
+                   and not isinstance(c.metadata["nbgrader"], dict)]
+            for i in odd:
+                del nb.cells[i].metadata["nbgrader"]
+            if odd:
+                nbformat.write(nb, path)
+                lines.append(f"{name}: ignored nbgrader metadata that is not nbgrader's in cell(s) "
+                             f"{', '.join(str(i + 1) for i in odd)}")
+    return lines
+
+
 def autograde(course: Path, assignment: str, use_sandbox: bool = True,
               memory: int = sandbox.DEFAULT_MEMORY, student: str | None = None,
               jobs: int | None = None) -> subprocess.CompletedProcess:
@@ -143,21 +183,36 @@ def autograde(course: Path, assignment: str, use_sandbox: bool = True,
 
     With jobs > 1 the students are dealt out to that many nbgrader processes running at
     once (each told to leave out the others' students); they share the gradebook, which
-    SQLite keeps consistent. The result's stderr holds every failed process's stderr.
+    SQLite keeps consistent. When a process fails, each of its students is graded again
+    on their own, so that one submission cannot cost the others their grades. The
+    result's stderr holds, for each student still failing alone, the end of nbgrader's report.
     """
     course = Path(course).resolve()
     students = [student] if student else submitted_students(course, assignment)
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(students)))
     groups = [students[i::jobs] for i in range(jobs)]
-    commands = [["autograde", assignment, "--force", *_only(students, group)] for group in groups]
     with contextlib.ExitStack() as stack:
         envs = stack.enter_context(_sandbox_envs(course, memory, jobs)) if use_sandbox else [nbgrader_env()] * jobs
+
+        def grade(group, env):
+            return run_nbgrader(course, "autograde", assignment, "--force", *_only(students, group), env=env)
+
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            done = list(pool.map(lambda args, env: run_nbgrader(course, *args, env=env), commands, envs))
-    failed = [d for d in done if d.returncode]
-    return subprocess.CompletedProcess(
-        ["nbgrader", "autograde", assignment], failed[0].returncode if failed else 0,
-        "".join(d.stdout for d in done), "".join(d.stderr for d in failed))
+            done = list(pool.map(grade, groups, envs))
+        alone = [s for group, d in zip(groups, done) if d.returncode and len(group) > 1 for s in group]
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            retried = dict(zip(alone, pool.map(lambda s, i: grade([s], envs[i % jobs]), alone, range(len(alone)))))
+    failed = {s: d for s, d in retried.items() if d.returncode}
+    failed.update({group[0]: d for group, d in zip(groups, done) if d.returncode and len(group) == 1})
+    stderr = "".join(f"{s}: nbgrader could not grade this submission: {_last_line(d.stderr)}\n"
+                     for s, d in sorted(failed.items()))
+    return subprocess.CompletedProcess(["nbgrader", "autograde", assignment], 1 if failed else 0,
+                                       "".join(d.stdout for d in done), stderr)
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "no message"
 
 
 def _only(students: list[str], group: list[str]) -> list[str]:
