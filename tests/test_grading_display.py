@@ -59,3 +59,31 @@ def test_in_a_real_kernel_the_error_output_is_the_sentence(tmp_path):
     assert error.ename == "CheckFailed" and "check_causal_mask failed on case 1" in error.evalue
     assert text.startswith("CheckFailed: check_causal_mask failed") and "raise ValueError('oops')" in text
     assert "plmcourse/grading" not in text and "Traceback (most recent call last)" not in text
+
+
+def test_a_float32_answer_is_named_as_a_precision_problem_with_digits_that_differ():
+    from plmcourse.grading.core import F64, compare
+
+    # What a multi-head attention computed in float32 inside gave: right to about 2e-7.
+    expected = np.array([[-0.431312345678, 1.0]])
+    got = expected + np.array([[2.27e-7, -1e-7]])
+    message = compare(got, expected, **F64)
+    assert "float32 rounding" in message and "atol 1e-09" in message and "rtol 1e-07" in message
+    assert "expected -0.4313123, got -0.4313121" in message  # not "-0.4313, got -0.4313"
+    assert "float32" not in compare(got + 1e-3, expected, **F64)  # a real error is not called rounding
+
+
+def test_attention_computed_in_float32_inside_is_told_so():
+    from mistake_catalogue.attention_mistakes import sdpa_matmul
+    from plmcourse.grading import CheckFailed, check_scaled_dot_product_attention
+
+    def in_float32(q, k, v, mask=None):
+        output, weights = sdpa_matmul(q.astype(np.float32), k.astype(np.float32), v.astype(np.float32), mask)
+        return output.astype(q.dtype), weights.astype(q.dtype)
+
+    try:
+        check_scaled_dot_product_attention(in_float32)
+    except CheckFailed as failure:
+        assert "which is float32 rounding" in str(failure)
+    else:
+        raise AssertionError("an answer computed in float32 passed the float64 cases")

@@ -573,9 +573,24 @@ def compare(got, expected, atol, rtol, what="the output"):
         return f"{what} contains {got.flat[bad]} (first at {_index(bad, got.shape)})"
     diff = _absolute(_subtract(got, expected))
     worst = diff.argmax()
-    return (f"{what} differs from the expected by up to {float(_largest(diff, axis=None)):.3g} "
-            f"(at {_index(worst, got.shape)}: expected {expected.flat[worst]:.4g}, "
-            f"got {got.flat[worst]:.4g})")
+    want, have = _distinct(expected.flat[worst], got.flat[worst])
+    problem = (f"{what} differs from the expected by up to {float(_largest(diff, axis=None)):.3g} "
+               f"(at {_index(worst, got.shape)}: expected {want}, got {have})")
+    if atol < F32["atol"] and close(got, expected, **F32):
+        # Right to float32 precision but not to float64's: the answer computed in float32 somewhere.
+        problem += (f", which is float32 rounding: compute in the inputs' float64 throughout (no "
+                    f".float() or np.float32 inside); float64 answers must agree to atol {atol:g} "
+                    f"and rtol {rtol:g}")
+    return problem
+
+
+def _distinct(expected, got):
+    """The two numbers with just enough significant digits to tell them apart (4 at least)."""
+    for digits in range(4, 18):
+        want, have = f"{expected:.{digits}g}", f"{got:.{digits}g}"
+        if want != have:
+            return want, have
+    return want, have
 
 
 def first_match(got_parts, mistakes, atol, rtol):
