@@ -64,6 +64,12 @@ def graded(tmp_path_factory):
     # The plain-copy layout of INSTRUCTORS.md: whatever else was in a student's folder comes too.
     extra = course / "submitted" / "extra" / ASSIGNMENT / "scratch.ipynb"
     extra.write_text(nbformat.writes(nbformat.v4.new_notebook()))
+    # A cheat's version: the folder the extra notebook is set aside in is a link into source/.
+    planter = course / "submitted" / "planter" / ASSIGNMENT
+    planter.mkdir(parents=True)
+    nbformat.write(honest(), planter / f"{ASSIGNMENT}.ipynb")
+    (planter / "planted.ipynb").write_text(nbformat.writes(nbformat.v4.new_notebook()))
+    (planter.parent / f"{ASSIGNMENT}.extra").symlink_to(course / "source" / ASSIGNMENT)
     report.append(grade(course, "autograde", ASSIGNMENT, *no_sandbox))
     report.append(grade(course, "feedback", ASSIGNMENT))
     report.append(grade(course, "export"))
@@ -86,6 +92,13 @@ def test_every_command_finishes(graded):
     _, report = graded
     for returncode, text in report:
         assert returncode == 0 and "Traceback" not in text, text
+
+
+def test_nothing_is_set_aside_through_a_planted_link(graded):
+    course, report = graded
+    assert not (course / "source" / ASSIGNMENT / "planted.ipynb").exists()
+    assert "planter: could not set planted.ipynb aside" in "\n".join(text for _, text in report)
+    assert "honest" in scores(course)  # and the rest of the class was graded
 
 
 def test_the_report_says_what_was_set_aside(graded):

@@ -128,12 +128,11 @@ def _mean_pool_cases(hidden, device):
 
 
 def _mean_pool_reference(case):
-    """The NumPy reference on hidden with its padded positions zeroed (their values never count),
-    and the analytic gradient of sum(output * upstream) with respect to hidden."""
+    """The NumPy reference (padding never counts, NaN there included), and the analytic
+    gradient of sum(output * upstream) with respect to hidden."""
     d = case.data
     mask = d["mask"]
-    clean = np.where(mask[..., None], d["hidden"], 0.0)
-    output = ref_sentence_embeddings.mean_pool(clean, mask)
+    output = ref_sentence_embeddings.mean_pool(d["hidden"], mask)
     count = np.maximum(mask.sum(axis=1), 1)
     grad = d["upstream"][:, None, :] * mask[..., None] / count[:, None, None]
     return output, grad

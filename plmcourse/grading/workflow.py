@@ -156,6 +156,10 @@ def prepare_submissions(course: Path, assignment: str, student: str | None = Non
         for path in sorted(folder.glob("*.ipynb")):
             if path.name not in expected:
                 aside = folder.parent / f"{assignment}.extra"
+                if aside.is_symlink() or (aside.exists() and not aside.is_dir()):
+                    # A link planted by the submission would carry the file anywhere (source/, say).
+                    lines.append(f"{name}: could not set {path.name} aside, {aside.name} is not a folder")
+                    continue
                 aside.mkdir(exist_ok=True)
                 path.rename(aside / path.name)
                 lines.append(f"{name}: left out {path.name}, which is not a notebook of {assignment} "
@@ -170,7 +174,10 @@ def prepare_submissions(course: Path, assignment: str, student: str | None = Non
             for i in odd:
                 del nb.cells[i].metadata["nbgrader"]
             if odd:
-                nbformat.write(nb, path)
+                # Written beside and moved over: a submitted symlink is replaced, never written through.
+                cleaned = path.with_name(path.name + ".cleaned")
+                nbformat.write(nb, cleaned)
+                os.replace(cleaned, path)
                 lines.append(f"{name}: ignored nbgrader metadata that is not nbgrader's in cell(s) "
                              f"{', '.join(str(i + 1) for i in odd)}")
     return lines
@@ -199,9 +206,9 @@ def autograde(course: Path, assignment: str, use_sandbox: bool = True,
 
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             done = list(pool.map(grade, groups, envs))
+        # Rare, so one at a time: each nbgrader process must have its own sockets' directory.
         alone = [s for group, d in zip(groups, done) if d.returncode and len(group) > 1 for s in group]
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            retried = dict(zip(alone, pool.map(lambda s, i: grade([s], envs[i % jobs]), alone, range(len(alone)))))
+        retried = {s: grade([s], envs[0]) for s in alone}
     failed = {s: d for s, d in retried.items() if d.returncode}
     failed.update({group[0]: d for group, d in zip(groups, done) if d.returncode and len(group) == 1})
     stderr = "".join(f"{s}: nbgrader could not grade this submission: {_last_line(d.stderr)}\n"
