@@ -3,7 +3,7 @@
 Variants, on the same scratch course and the same N solved submissions:
 - plain `nbgrader autograde`, every cell run (PLMCOURSE_RUN_DEMOS=1): nbgrader's default;
 - plain `nbgrader autograde` with the course configuration, which leaves out the demo
-  cells nothing graded depends on (plmcourse.grading.demos);
+  cells nothing graded depends on (plmcourse.autograde.demos);
 - the nbgrader step of `plmcourse grade autograde` alone: two nbgrader processes at once,
   each kernel in the bubblewrap sandbox;
 - all of `plmcourse grade autograde`: that step, then the verifier's second run of every
@@ -25,7 +25,7 @@ from pathlib import Path
 import nbformat
 
 from bench.common import write_result
-from plmcourse.grading import sandbox
+from plmcourse.autograde import sandbox
 from plmcourse.release import solved_release
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,7 +76,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         course = scratch_course(Path(tmp))
         if sandbox.available() is None:
-            step = (f"from plmcourse.grading import workflow; "
+            step = (f"from plmcourse.autograde import workflow; "
                     f"assert workflow.autograde({str(course)!r}, {ASSIGNMENT!r}, jobs=2).returncode == 0")
             variants["plmcourse grade autograde, its nbgrader step only (2 at once, sandboxed)"] = (
                 [sys.executable, "-c", step], {})

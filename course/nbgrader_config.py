@@ -35,7 +35,7 @@ if os.environ.get("PLMCOURSE_RUN_DEMOS") != "1":
     from nbgrader.converters import Autograde
     from nbgrader.preprocessors import Execute
 
-    from plmcourse.grading.nbgrader_ext import ExecuteSkippingDemos
+    from plmcourse.autograde.nbgrader_ext import ExecuteSkippingDemos
 
     # (No comprehension here: nbgrader runs this file in a way that hides its names from one.)
     preprocessors = Autograde.class_traits()["autograde_preprocessors"].default()
@@ -58,6 +58,6 @@ if ipc_dir:
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
 from nbgrader.preprocessors import GetGrades  # noqa: E402
 
-from plmcourse.grading.nbgrader_ext import SanitizeFeedback  # noqa: E402
+from plmcourse.autograde.nbgrader_ext import SanitizeFeedback  # noqa: E402
 
 c.GenerateFeedback.preprocessors = [GetGrades, SanitizeFeedback, CSSHTMLHeaderPreprocessor]

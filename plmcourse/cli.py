@@ -41,7 +41,7 @@ def release(args: argparse.Namespace) -> int:
 def grade(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from plmcourse.grading import workflow
+    from plmcourse.autograde import workflow
 
     course = Path(args.course)
     if args.step in ("collect", "all"):
@@ -53,13 +53,14 @@ def grade(args: argparse.Namespace) -> int:
         done = workflow.autograde(course, args.assignment, use_sandbox=not args.no_sandbox,
                                   memory=int(args.memory_gb * 1024 ** 3), student=args.student,
                                   jobs=args.jobs)
+        for line in done.stdout.splitlines():
+            print(f"judge: {line}")
         print(done.stderr if done.returncode else "autograde: done")
-        for line in workflow.verify(course, args.assignment, use_sandbox=not args.no_sandbox,
-                                    student=args.student):
-            print(f"verify: {line}")
     if args.step in ("feedback", "all"):
         done = workflow.feedback(course, args.assignment)
         print(done.stderr if done.returncode else f"feedback: written to {course / 'feedback'}")
+        for line in workflow.clean_graded_folders(course, args.assignment, args.student):
+            print(f"feedback: {line}")
     if args.step in ("export", "all"):
         done = workflow.export(course, args.to)
         print(done.stderr if done.returncode else f"export: grades written to {course / args.to}")
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     rel.add_argument("--course", default="course", help="the nbgrader course directory")
     rel.add_argument("--repo", metavar="OWNER/NAME",
                      help="a fork: rewrite the GitHub, Binder and Colab links to this repository first")
-    graded = sub.add_parser("grade", help="collect, autograde (sandboxed and verified), feedback, export")
+    graded = sub.add_parser("grade", help="collect, autograde (sandboxed, judged outside the kernel), feedback, export")
     graded.add_argument("step", choices=["collect", "autograde", "feedback", "export", "all"])
     graded.add_argument("assignment", nargs="?", help="e.g. 03_attention (not needed for export)")
     graded.add_argument("folder", nargs="?", help="collect/all: the folder of exported submissions")

@@ -3,7 +3,7 @@
 Every submission below is a notebook a student could hand in for 03_attention. They go
 through `plmcourse grade` exactly as an instructor runs it: collect (from a folder shaped
 like a learning platform's export), autograde (nbgrader, each kernel in the bubblewrap
-sandbox), verify (the second opinion outside the kernel), feedback and export. Then the
+sandbox, every check decided by the judge outside the kernel), feedback and export. Then the
 real gradebook and the real CSV are read and each submission's score is compared with the
 score it deserves.
 
@@ -24,7 +24,7 @@ import nbformat
 import pytest
 
 from conftest import COURSE
-from plmcourse.grading import sandbox
+from plmcourse.autograde import sandbox
 from plmcourse.release import solution_cells, solved_release
 
 pytestmark = [pytest.mark.nbgrader,
@@ -98,14 +98,14 @@ CATALOGUE = {
         "import builtins, math, torch\n"
         "np.allclose = lambda *a, **k: True\nnp.isclose = lambda *a, **k: np.True_\n"
         "np.testing.assert_allclose = lambda *a, **k: None\ntorch.allclose = lambda *a, **k: True\n"
-        "math.isclose = lambda *a, **k: True\nbuiltins.all = lambda *a, **k: True\n"), 0,
-        "the notebook replaced"),  # before the checks loaded: no check gives this kernel a verdict
+        "math.isclose = lambda *a, **k: True\nbuiltins.all = lambda *a, **k: True\n"), BROKEN_SOFTMAX,
+        "check_softmax failed"),  # the judge's comparisons are in another process
     "checks-patched": (lambda: with_cell(solved(softmax=WRONG_SOFTMAX), (
         "import plmcourse.grading, plmcourse.grading.attention as attention_checks\n"
         "plmcourse.grading.check_softmax = lambda *a, **k: print('check_softmax: 9 cases passed.')\n"
         "attention_checks.check_softmax.__code__ = (lambda fn, hidden=False: None).__code__\n"
         "get_ipython().set_custom_exc((Exception,), lambda *a, **k: print('all good'))\n")),
-        BROKEN_SOFTMAX, "failed verification"),
+        BROKEN_SOFTMAX, "never reached the grader"),
     "delegates-to-reference": (lambda: solved(softmax=(
         "from plmcourse.ref import softmax as course_softmax\n\n"
         "def softmax(x, axis=-1):\n    return course_softmax(x, axis=axis)\n")), FULL - 2,
@@ -179,7 +179,7 @@ def graded(tmp_path_factory):
     report = plmcourse_grade(course, "all", ASSIGNMENT, str(root / "export"))
     seconds = time.perf_counter() - start
     print(f"\ncatalogue of {len(CATALOGUE)} graded in {seconds:.0f} s "
-          f"({len(CATALOGUE) / seconds * 60:.1f} submissions per minute, sandbox + verifier)")
+          f"({len(CATALOGUE) / seconds * 60:.1f} submissions per minute, sandbox + judge)")
     return course, report, scores(course)
 
 
@@ -251,4 +251,4 @@ def test_an_honest_submission_is_not_flagged(graded):
     """The course's own cells (e.g. the Colab cell reads sys.modules) never flag a student."""
     _, report, _ = graded
     assert "correct" in CATALOGUE
-    assert not [line for line in report.splitlines() if line.startswith("verify: correct:")], report
+    assert not [line for line in report.splitlines() if line.startswith("judge: correct:")], report

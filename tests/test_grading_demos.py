@@ -6,8 +6,8 @@ from nbformat.v4 import new_code_cell
 from traitlets.config.loader import PyFileConfigLoader
 
 from conftest import COURSE, source_notebooks
-from plmcourse.grading.demos import DEMO_TAG, cell_names, cells_to_skip, is_demo
-from plmcourse.grading.nbgrader_ext import ExecuteSkippingDemos
+from plmcourse.autograde.demos import DEMO_TAG, cell_names, cells_to_skip, is_demo
+from plmcourse.autograde.nbgrader_ext import ExecuteSkippingDemos
 
 
 @pytest.mark.parametrize("source, defines, reads", [

@@ -17,7 +17,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from conftest import COURSE
-from plmcourse.grading import sandbox
+from plmcourse.autograde import sandbox
 from plmcourse.release import nbgrader_env, solved_release
 
 pytestmark = pytest.mark.nbgrader

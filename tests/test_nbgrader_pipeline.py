@@ -13,7 +13,7 @@ import nbformat
 import pytest
 
 from conftest import COURSE
-from plmcourse.grading.demos import NOT_RUN_NOTE, cells_to_skip, is_demo
+from plmcourse.autograde.demos import NOT_RUN_NOTE, cells_to_skip, is_demo
 from plmcourse.release import nbgrader_env, solved_release
 
 pytestmark = pytest.mark.nbgrader
@@ -141,7 +141,7 @@ def test_grading_again_two_at_once_gives_the_same_scores(graded_course):
     """plmcourse's autograde deals the students out to two nbgrader processes sharing the gradebook."""
     from nbgrader.api import Gradebook
 
-    from plmcourse.grading import workflow
+    from plmcourse.autograde import workflow
 
     assert workflow.submitted_students(graded_course, ASSIGNMENT) == sorted(SUBMISSIONS)
     done = workflow.autograde(graded_course, ASSIGNMENT, use_sandbox=False, jobs=2)
@@ -154,7 +154,7 @@ def test_grading_again_two_at_once_gives_the_same_scores(graded_course):
 
 
 def test_students_are_dealt_out_without_overlap():
-    from plmcourse.grading.workflow import _only
+    from plmcourse.autograde.workflow import _only
 
     students = ["ann", "bob", "cy", "dee", "eve"]
     groups = [students[i::2] for i in range(2)]

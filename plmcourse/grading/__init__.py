@@ -1,61 +1,72 @@
-"""Checks that the notebooks' visible and hidden tests call."""
+"""The checks that the notebooks' test cells call: `from plmcourse.grading import check_softmax`.
 
-from plmcourse.grading.attention import (
-    check_causal_mask,
-    check_multi_head_attention,
-    check_scaled_dot_product_attention,
-    check_softmax,
-)
-from plmcourse.grading.core import CheckFailed
-from plmcourse.grading.welcome import check_normalize
+One check module per topic, with the same stem as its `plmcourse.ref` / `plmcourse.nn`
+module and its tests. Each is imported the first time a notebook asks for one of its
+checks (PEP 562), so a kernel pays only for the checks it uses.
 
-__all__ = [
-    "CheckFailed",
-    "check_normalize",
-    "check_softmax",
-    "check_scaled_dot_product_attention",
-    "check_causal_mask",
-    "check_multi_head_attention",
-]
+How a check reaches the gradebook:
 
-# Word vectors and language models (notebooks 01-02).
-from plmcourse.grading.language_models import (  # noqa: E402
-    check_bilm_loss,
-    check_cross_entropy,
-    check_scalar_mix,
-)
-from plmcourse.grading.word_vectors import (  # noqa: E402
-    check_log_softmax,
-    check_noise_distribution,
-    check_skipgram_negative_sampling_loss,
-)
+    student's kernel                              the instructor's side (never runs student code)
+    ----------------                              -------------------------------------------
+    test cell: check_softmax(softmax)
+      |
+      |  no judge connected (the student's own kernel, Validate):
+      |    run_check runs every case here and prints the verdict: feedback only.
+      |
+      |  judge connected (`plmcourse grade autograde`: the kernel runs in the sandbox,
+      |  plmcourse.autograde.sandbox, with a socket to the judge):
+      |    serve():  "check_softmax ran"  ----------->  plmcourse.autograde.judge
+      |                                                 runs the same check_softmax with a Remote
+      |              inputs of case 1  <--------------  (cases, references, tolerances, the
+      |    calls softmax, returns plain data ------->    mistake catalogue stay here)
+      |              ... every case ...
+      |              verdict sentence  <--------------  records pass/fail for this notebook
+      |    shows it in the cell (the feedback)
+      v                                                        |
+    nbgrader writes the notebook and its own score             v
+                                                        judge.apply_verdicts replaces nbgrader's
+                                                        score of each test cell by the judge's
+                                                        -> gradebook.db -> feedback, export
+"""
 
-__all__ += [
-    "check_log_softmax", "check_noise_distribution", "check_skipgram_negative_sampling_loss",
-    "check_cross_entropy", "check_bilm_loss", "check_scalar_mix",
-]
+import importlib
 
-# Pre-training objectives, decoding filters, masks and parameter counts (notebooks 04-06).
-from plmcourse.grading.objectives import (  # noqa: E402
-    check_bert_parameter_count,
-    check_causal_lm_loss,
-    check_mlm_loss,
-    check_mlm_mask,
-    check_permutation_mask,
-    check_prefix_lm_mask,
-    check_text_infilling,
-    check_top_k_filter,
-    check_top_p_filter,
-)
+_CHECKS = {
+    "check_normalize": "welcome",
+    "check_log_softmax": "word_vectors",
+    "check_noise_distribution": "word_vectors",
+    "check_skipgram_negative_sampling_loss": "word_vectors",
+    "check_cross_entropy": "language_models",
+    "check_bilm_loss": "language_models",
+    "check_scalar_mix": "language_models",
+    "check_softmax": "attention",
+    "check_scaled_dot_product_attention": "attention",
+    "check_causal_mask": "attention",
+    "check_multi_head_attention": "attention",
+    "check_mlm_mask": "objectives",
+    "check_mlm_loss": "objectives",
+    "check_bert_parameter_count": "objectives",
+    "check_causal_lm_loss": "objectives",
+    "check_top_k_filter": "objectives",
+    "check_top_p_filter": "objectives",
+    "check_text_infilling": "objectives",
+    "check_prefix_lm_mask": "objectives",
+    "check_permutation_mask": "objectives",
+    "check_wordpiece": "wordpiece",
+    "check_mean_pool": "sentence_embeddings",
+}
 
-__all__ += [
-    "check_mlm_mask", "check_mlm_loss", "check_bert_parameter_count", "check_causal_lm_loss",
-    "check_top_k_filter", "check_top_p_filter", "check_text_infilling", "check_prefix_lm_mask",
-    "check_permutation_mask",
-]
+__all__ = ["CheckFailed", *_CHECKS]
 
-# Inside a real BERT: WordPiece and mean pooling (notebook 07).
-from plmcourse.grading.sentence_embeddings import check_mean_pool  # noqa: E402
-from plmcourse.grading.wordpiece import check_wordpiece  # noqa: E402
 
-__all__ += ["check_wordpiece", "check_mean_pool"]
+def __getattr__(name):
+    if name == "CheckFailed":
+        from plmcourse.grading.core import CheckFailed
+        return CheckFailed
+    if name in _CHECKS:
+        return getattr(importlib.import_module(f"plmcourse.grading.{_CHECKS[name]}"), name)
+    raise AttributeError(f"module 'plmcourse.grading' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

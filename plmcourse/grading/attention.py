@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from plmcourse import nn as course_nn
 from plmcourse import ref
 from plmcourse.grading.core import (
+    check,
     F32,
     F64,
     Case,
@@ -27,7 +28,6 @@ from plmcourse.grading.core import (
     first_match,
     judge_bool_mask,
     logits_case,
-    protect_course_references,
     run_check,
     to_numpy,
 )
@@ -39,7 +39,6 @@ __all__ = [
     "check_multi_head_attention",
 ]
 
-protect_course_references()
 
 
 
@@ -80,6 +79,13 @@ SOFTMAX_SEAL = [
     (torch.Tensor.log_softmax, "torch.Tensor.log_softmax"),
     (F.log_softmax, "torch.nn.functional.log_softmax"),
 ]
+
+
+# Library softmax and attention under any torch name (torch._softmax, torch.special.softmax,
+# torch._scaled_dot_product_attention_math...): reported for a person to look at when graded.
+LIBRARY_SOFTMAX = ("softmax", "_softmax", "log_softmax", "_log_softmax", "special_softmax", "special_log_softmax")
+LIBRARY_ATTENTION = ("scaled_dot_product", "_scaled_dot_product", "_native_multi_head_attention", "_fused_sdp",
+                     "multi_head_attention_forward")
 
 
 def _softmax_seal():
@@ -154,11 +160,12 @@ def _judge_softmax(case, got, expected):
     return f"{problem}; it matches {mistake}" if mistake else problem
 
 
+@check
 def check_softmax(fn, hidden=False):
     """Check a NumPy `softmax(x, axis=-1)`: stable, any axis, -inf entries, float32."""
     run_check("check_softmax", fn, _softmax_cases(hidden), arg_names=("x",),
               reference=lambda case: ref.softmax(case.data["x"], axis=case.data["axis"]),
-              judge=_judge_softmax, seal=_softmax_seal())
+              judge=_judge_softmax, seal=_softmax_seal(), flag_library=LIBRARY_SOFTMAX)
 
 
 # ----------------------------------------------------------------------------
@@ -327,12 +334,13 @@ def _judge_sdpa(case, got, expected):
     return f"{problem}; it matches {mistake}" if mistake else problem
 
 
+@check
 def check_scaled_dot_product_attention(fn, hidden=False):
     """Check a NumPy `scaled_dot_product_attention(q, k, v, mask=None) -> (output, weights)`."""
     run_check("check_scaled_dot_product_attention", fn, _sdpa_cases(hidden),
               arg_names=("q", "k", "v", "mask"),
               reference=lambda case: ref.scaled_dot_product_attention(*case.args),
-              judge=_judge_sdpa, seal=SDPA_SEAL)
+              judge=_judge_sdpa, seal=SDPA_SEAL, flag_library=LIBRARY_SOFTMAX + LIBRARY_ATTENTION)
 
 
 # ----------------------------------------------------------------------------
@@ -358,6 +366,7 @@ def _causal_mistakes(n):
     yield "a mask that blocks nothing (all True)", lambda: (ones,)
 
 
+@check
 def check_causal_mask(fn, hidden=False):
     """Check a NumPy `causal_mask(n)`: bool (n, n), True on and below the diagonal."""
     run_check("check_causal_mask", fn, _causal_cases(hidden), arg_names=("n",),
@@ -413,7 +422,7 @@ def _mha_case(seed, B, L_q, L_k, d_model, n_heads, device, mask=None, self_atten
         args += (torch.tensor(mask, device=device),)
     data = {"x_q": x_q, "x_kv": x_kv, "weights": weights, "n_heads": n_heads, "mask": mask,
             "projection": projection, "device": device, "self_attention": self_attention}
-    return Case(label, args, data=data)
+    return Case(label, args, data=data, grad_leaves=(0, 1, 2, 3, 4, 5), upstream=projection, grad_of=0)
 
 
 def _mha_cases(hidden, device):
@@ -554,18 +563,16 @@ def _judge_mha(case, got, expected):
 def _judge_gradients(case, output, expected_grads):
     no_flow = ("gradients do not flow{}: a .detach(), .data, .numpy() or torch.tensor(...) on the way "
                "cuts the autograd graph, keep every step in torch")
-    if not output.requires_grad:
+    reply = case.reply
+    if not reply.requires_grad:
         return no_flow.format(" (the output does not depend on the inputs in the autograd graph)")
-    leaves = _differentiated(case)
-    projection = torch.tensor(case.data["projection"], device=output.device)
-    try:
-        grads = torch.autograd.grad(torch.sum(torch.mul(output, projection)), [t for _, t in leaves],
-                                    allow_unused=True)
-    except RuntimeError as error:
-        text = " ".join(str(error).split())[:160]
-        return (f"computing gradients through your function raised RuntimeError: {text} "
+    if reply.grad_error:
+        return (f"computing gradients through your function raised {reply.grad_error} "
                 f"(an in-place operation such as x += y on a tensor autograd needs?)")
-    for (name, _), grad, want in zip(leaves, grads, expected_grads):
+    grads = list(reply.grads)
+    if case.args[1] is case.args[0]:
+        del grads[1]  # x_kv is x_q: one leaf, one gradient
+    for (name, _), grad, want in zip(_differentiated(case), grads, expected_grads):
         if grad is None:
             return no_flow.format(f" to {name}")
         problem = compare(grad, want, **F64, what=f"the gradient with respect to {name}")
@@ -584,6 +591,7 @@ def _explain_mha_error(error):
     return None
 
 
+@check
 def check_multi_head_attention(fn, hidden=False, device=None):
     """Check a PyTorch `multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None)`.
 
@@ -594,5 +602,5 @@ def check_multi_head_attention(fn, hidden=False, device=None):
     device = torch.device("cpu" if device is None else device)
     run_check("check_multi_head_attention", fn, _mha_cases(hidden, device),
               arg_names=("x_q", "x_kv", *WEIGHT_NAMES, "n_heads", "mask"),
-              reference=_mha_reference, judge=_judge_mha, seal=MHA_SEAL,
+              reference=_mha_reference, judge=_judge_mha, seal=MHA_SEAL, flag_library=LIBRARY_ATTENTION,
               explain_error=_explain_mha_error)

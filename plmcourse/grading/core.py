@@ -5,49 +5,49 @@ back with the reference. At the first wrong answer it raises `CheckFailed` with
 one sentence: which case, what was expected, what came back and, when the wrong
 answer matches a known mistake, what that mistake probably is.
 
-Three guards keep a verdict honest:
+The same check runs in two places (see plmcourse.grading's docstring for the picture):
 
-* Sealing. While the student's function runs, the course's reference for it and
-  the library shortcut being taught are watched: calling any of them, under any
-  name (`from plmcourse.ref import softmax as sm` included), fails the check.
-  Python functions are recognised by their code object (`sys.setprofile`), torch
-  functions at dispatch (`TorchFunctionMode`); neither depends on a name.
-* Pristine modules. A notebook can reassign `np.allclose`, `builtins.abs` or
-  `plmcourse.ref.softmax`. Everything a check does besides calling the student's
-  function runs under `pristine()`, which puts back, for that moment, what those
-  modules held when the checks were imported; the notebook's own assignments
-  return when the check ends.
-* Comparisons use NumPy ufuncs captured below and ndarray operators, which are
-  written in C and cannot be replaced from Python.
+* In a student's kernel, as it is: `run_check` calls the function on each case and
+  judges the answer right there. This is feedback, and the student could change it;
+  nothing is decided by it.
+* When an instructor grades, the kernel has a connection to the judge
+  (`PLMCOURSE_JUDGE_FD`). The `@check` decorator then hands the call to `serve`, which
+  tells the judge which check ran and does nothing else but call the student's
+  function on the inputs the judge sends, returning plain data (`plmcourse.grading.wire`).
+  The judge, a process that never runs student code, runs this very module's
+  `run_check` with a `Remote` in place of the function: cases, references, tolerances,
+  mistakes and the verdict never enter the student's process.
+
+Either way a call of the student's function gives a `Reply`: the value, the exception
+if one was raised, the inputs as they were afterwards, the gradients asked for, and
+what the call ran (Python functions and torch functions), from which the
+check tells which sealed function (the course's own version, the library shortcut
+being taught) the answer used.
 """
 
 import builtins
 import functools
-import math
 import os
+import socket
 import sys
 import textwrap
 import traceback
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
-import numpy.linalg
-import numpy.random
 import torch
-import torch.autograd
-import torch.linalg
-import torch.nn
-import torch.nn.functional
 from torch.overrides import TorchFunctionMode
+
+from plmcourse.grading import wire
+from plmcourse.grading.wire import Opaque, describe
 
 __all__ = [
     "CheckFailed",
     "Case",
+    "Reply",
+    "check",
     "run_check",
-    "pristine",
-    "protect",
-    "protect_course_references",
+    "Remote",
     "F64",
     "F32",
     "to_numpy",
@@ -57,6 +57,7 @@ __all__ = [
     "compare",
     "close",
     "first_match",
+    "gradient_problem",
 ]
 
 
@@ -92,226 +93,14 @@ def _student_frames(tb):
             if not os.path.abspath(frame.filename).startswith(_GRADING_DIR + os.sep)]
 
 
-# ----------------------------------------------------------------------------
-# Captured at import: the pieces a verdict rests on.
-
-_absolute = np.absolute
-_subtract = np.subtract
-_isnan = np.isnan
-_isfinite = np.isfinite
-_equal = np.equal
-_where = np.where
-_all_of = np.logical_and.reduce  # _all_of(a, axis=None): is every entry True?
-_largest = np.maximum.reduce
-_unravel_index = np.unravel_index
-_ndarray = np.ndarray
-_Tensor = torch.Tensor
-# torch.Tensor is a Python class whose methods a notebook could replace; these are
-# the C implementations, taken before any notebook code ran.
-_detach = torch.Tensor.detach
-_cpu = torch.Tensor.cpu
-_clone = torch.Tensor.clone
-_tensor_numpy = torch.Tensor.numpy
-_getprofile = sys.getprofile
-_setprofile = sys.setprofile
-
-
-# ----------------------------------------------------------------------------
-# Pristine modules
-
-_MISSING = object()
-_ORIGINALS = []  # (a module's __dict__, a copy of it taken when it was protected)
-
-
-_PROTECTED = set()  # ids of the module dicts already remembered
-
-
-def protect(*modules):
-    """Remember what `modules` hold now, so that `pristine()` can put it back (once per module)."""
-    for module in modules:
-        if id(module.__dict__) not in _PROTECTED:
-            _PROTECTED.add(id(module.__dict__))
-            _ORIGINALS.append((module.__dict__, dict(module.__dict__)))
-
-
-def protect_course_references():
-    """Protect every loaded plmcourse.ref and plmcourse.nn module, as NumPy and torch are:
-    a notebook that reassigns, say, `plmcourse.ref.softmax` changes nothing in what a check expects.
-    Each check module calls this after importing the references it compares with."""
-    protect(*[module for name, module in list(sys.modules.items())
-              if name.startswith(("plmcourse.ref", "plmcourse.nn")) and module is not None])
-
-
 # float64 answers agree to ~1e-15 however they are computed (loops, einsum, GPU);
 # float32 ones to ~1e-6. Every mistake we know of is off by far more than either.
 F64 = {"atol": 1e-9, "rtol": 1e-7}
 F32 = {"atol": 2e-5, "rtol": 2e-4}
 
 
-_LIBRARIES = (builtins, math, np, numpy.linalg, numpy.random,
-              torch, torch.nn, torch.nn.functional, torch.linalg, torch.autograd)
-protect(*_LIBRARIES)
-
-
 # ----------------------------------------------------------------------------
-# Was anything replaced before the checks were imported?
-#
-# pristine() can only put back what it saw at import. If a notebook replaced, say,
-# np.allclose before its first test cell imported the checks, the "original" is the fake;
-# the checks then refuse to give a verdict (the verifier, which imports the checks before
-# any student code, still gives one).
-
-_LIBRARY_ROOTS = tuple(sorted({os.path.realpath(p) for p in (
-    sys.prefix, sys.base_prefix, os.path.dirname(os.__file__),
-    os.path.dirname(os.path.dirname(np.__file__)), os.path.dirname(os.path.dirname(torch.__file__)))}))
-
-
-def _planted(obj):
-    """True for a callable that a notebook put into a library: defined in a cell, not a library file."""
-    if isinstance(obj, functools.partial):
-        return True
-    code = getattr(obj, "__code__", None)
-    if code is not None:
-        # Notebook cells compile to "<ipython-input-...>" or an absolute temporary file;
-        # library code lives under the roots (Cython functions carry relative .pyx paths).
-        filename = code.co_filename
-        if filename.startswith("<ipython-input"):
-            return True
-        return os.path.isabs(filename) and not os.path.realpath(filename).startswith(_LIBRARY_ROOTS)
-    kind = obj if isinstance(obj, type) else type(obj)
-    return getattr(kind, "__module__", None) == "__main__"
-
-
-def _tampered():
-    found = [f"{module.__name__}.{name}" for module in _LIBRARIES
-             for name, obj in list(vars(module).items()) if callable(obj) and _planted(obj)]
-    # The C functions the comparisons rest on must be the ones their names say.
-    for name, ufunc in (("absolute", _absolute), ("subtract", _subtract), ("isnan", _isnan),
-                        ("isfinite", _isfinite), ("equal", _equal)):
-        if not isinstance(ufunc, np.ufunc) or ufunc.__name__ != name:
-            found.append(f"numpy.{name}")
-    return found
-
-
-TAMPERED = _tampered()
-
-# torch imports these (and sympy with them) lazily, the first time a TorchFunctionMode sees
-# certain calls; sympy's import-time code breaks under a replaced builtins.all. Import them
-# now, while the builtins are (if TAMPERED is empty) the genuine ones.
-try:
-    import torch.fx.experimental.symbolic_shapes  # noqa: E402,F401
-except Exception:  # only when builtins were already replaced; TAMPERED says so
-    pass
-
-
-def _undo_reassignments():
-    """Put every protected name back; return what was there, for `_redo`."""
-    changed = []
-    for namespace, original in _ORIGINALS:
-        for name, value in original.items():
-            now = namespace.get(name, _MISSING)
-            if now is not value:
-                changed.append((namespace, name, now))
-                namespace[name] = value
-    return changed
-
-
-def _redo(changed):
-    for namespace, name, value in reversed(changed):
-        if value is _MISSING:
-            del namespace[name]
-        else:
-            namespace[name] = value
-
-
-class _Pristine:
-    """Context: the protected modules as they were at import; `.student()` lends them back."""
-
-    def __enter__(self):
-        self.changed = _undo_reassignments()
-        return self
-
-    def __exit__(self, *exc_info):
-        _redo(self.changed)
-
-    @contextmanager
-    def student(self):
-        """The notebook's own versions, while the student's function runs."""
-        _redo(self.changed)
-        try:
-            yield
-        finally:
-            self.changed = _undo_reassignments()
-
-
-def pristine():
-    return _Pristine()
-
-
-# ----------------------------------------------------------------------------
-# Sealing
-
-
-class _WatchTorch(TorchFunctionMode):
-    """Notes every call of a sealed torch function, whatever name it was called by."""
-
-    def __init__(self, sealed, calls):
-        super().__init__()
-        self.sealed = sealed  # torch function -> label
-        self.calls = calls
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        try:
-            label = self.sealed.get(func)
-        except TypeError:  # an unhashable callable cannot be a sealed one
-            label = None
-        if label is not None:
-            self.calls.append(label)
-        return func(*args, **(kwargs or {}))
-
-
-def _seal_tables(seal):
-    """Split (object, label) pairs into code objects to watch and torch functions to watch.
-
-    A class is sealed through its forward method (an nn.Module is used by calling it).
-    """
-    codes, torch_functions = {}, {}
-    for obj, label in seal:
-        if obj is None:
-            continue
-        target = obj.forward if isinstance(obj, type) else obj
-        code = getattr(target, "__code__", None)
-        if code is not None:
-            codes[code] = label
-        torch_functions[target] = label
-    return codes, torch_functions
-
-
-@contextmanager
-def _sealed(seal, calls):
-    """Record in `calls` the label of every sealed function called inside the block.
-
-    Recording instead of raising: a try/except in the student's code cannot hide it.
-    """
-    codes, torch_functions = _seal_tables(seal)
-
-    def profile(frame, event, arg):
-        if event == "call":
-            label = codes.get(frame.f_code)
-            if label is not None:
-                calls.append(label)
-
-    previous = _getprofile()
-    _setprofile(profile)
-    try:
-        with _WatchTorch(torch_functions, calls):
-            yield
-    finally:
-        _setprofile(previous)
-
-
-# ----------------------------------------------------------------------------
-# Running a check
+# Cases and replies
 
 
 @dataclass
@@ -322,6 +111,11 @@ class Case:
     args, kwargs: what the student's function is called with.
     tags: what is special about it, e.g. {"large logits"}, for the judge's hints.
     data: anything else the check needs (NumPy copies of torch inputs, a seed).
+    grad_leaves: for a differentiable function, the positions of the arguments whose
+        gradient is judged; the gradient taken is that of sum(result * upstream)
+        (of the result itself when upstream is None: a scalar loss), where the result
+        is the returned value, or its item `grad_of` when the function returns a tuple.
+    reply: set by run_check before the judge sees the answer (gradients are there).
     """
 
     label: str
@@ -329,6 +123,23 @@ class Case:
     kwargs: dict = field(default_factory=dict)
     tags: frozenset = frozenset()
     data: dict = field(default_factory=dict)
+    grad_leaves: tuple = ()
+    upstream: object = None
+    grad_of: int = None
+    reply: object = None
+
+
+@dataclass
+class Reply:
+    """What one call of the student's function gave."""
+
+    value: object = None
+    error: BaseException = None        # the exception it raised, if any
+    calls: frozenset = frozenset()     # what it ran: identities of Python and torch functions
+    inputs_after: list = field(default_factory=list)  # its array/tensor inputs afterwards
+    requires_grad: bool = False        # whether the differentiated result is in the autograd graph
+    grads: list = field(default_factory=list)  # one per grad leaf: its gradient, or None (unused)
+    grad_error: str = None             # what backward() raised, if it did
 
 
 def logits_case(seed, shape, axis=None, scale=1.0, dtype=np.float64, some_neg_inf=False, empty=False,
@@ -359,45 +170,206 @@ def logits_case(seed, shape, axis=None, scale=1.0, dtype=np.float64, some_neg_in
                 data={"x": x, "axis": along})
 
 
-def run_check(name, fn, cases, *, arg_names, reference, judge, seal=(), explain_error=None):
+def _array_inputs(case):
+    """(position or keyword, value) for every array or tensor the function receives."""
+    found = [(i, a) for i, a in enumerate(case.args) if isinstance(a, (np.ndarray, torch.Tensor))]
+    return found + [(k, v) for k, v in case.kwargs.items() if isinstance(v, (np.ndarray, torch.Tensor))]
+
+
+def _copy(value):
+    return value.detach().clone() if isinstance(value, torch.Tensor) else value.copy()
+
+
+# ----------------------------------------------------------------------------
+# Recording what a call runs
+
+
+def identity(obj):
+    """A name for a function or code object that is the same in every process on this install.
+
+    A Python function is known by its code (file, qualified name, first line), so a copy
+    made with types.FunctionType(f.__code__, ...) is still f; a torch function by its
+    module and name, as TorchFunctionMode sees it.
+    """
+    code = obj if isinstance(obj, type(identity.__code__)) else getattr(obj, "__code__", None)
+    if code is not None:
+        where = "/".join(code.co_filename.replace(os.sep, "/").split("/")[-3:])
+        return f"py:{where}:{getattr(code, 'co_qualname', code.co_name)}:{code.co_firstlineno}"
+    module = getattr(obj, "__module__", None) or getattr(getattr(obj, "__objclass__", None), "__module__", "")
+    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or type(obj).__name__
+    return f"torch:{module}.{name}"
+
+
+def library_calls(calls, names):
+    """The torch functions among `calls` whose own name starts with one of `names`, e.g. "_softmax"."""
+    found = set()
+    for call in calls:
+        if call.startswith("torch:"):
+            name = call.rsplit(".", 1)[-1]
+        elif call.startswith("py:torch/"):
+            name = call.split(":")[2].rsplit(".", 1)[-1]
+        else:
+            continue
+        if name.startswith(tuple(names)):
+            readable = call.removeprefix("torch:").removeprefix("py:")
+            found.add(readable.replace("_VariableFunctionsClass.", "").replace("_C.TensorBase.", "Tensor."))
+    return sorted(found)
+
+
+def seal_table(seal):
+    """{identity: label} for (object, label) pairs; a class is sealed through its forward method."""
+    table = {}
+    for obj, label in seal:
+        if obj is None:
+            continue
+        target = obj.forward if isinstance(obj, type) else obj
+        table.setdefault(identity(target), label)
+        if getattr(target, "__code__", None) is not None:
+            table.setdefault(f"torch:{target.__module__}.{target.__qualname__}", label)
+    return table
+
+
+class _WatchTorch(TorchFunctionMode):
+    def __init__(self, seen):
+        super().__init__()
+        self.seen = seen
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        try:
+            self.seen.add(func)
+        except TypeError:  # unhashable: no sealed function is
+            pass
+        return func(*args, **(kwargs or {}))
+
+
+class _Record:
+    """Context: notes every Python function and torch function called inside.
+
+    Torch functions are seen at torch's own dispatch (TorchFunctionMode), under any name:
+    torch._softmax or torch._scaled_dot_product_attention_math as well as torch.softmax.
+    (Recording aten operators, with a TorchDispatchMode, would also see torch.ops.aten.*
+    called directly, but its first use loads sympy and torch._dynamo: 1.7 s per kernel.)
+    """
+
+    def __enter__(self):
+        self.codes, self.functions = set(), set()
+
+        def profile(frame, event, arg):
+            if event == "call":
+                self.codes.add(frame.f_code)
+
+        self.previous = sys.getprofile()
+        sys.setprofile(profile)
+        self.mode = _WatchTorch(self.functions)
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc_info):
+        self.mode.__exit__(None, None, None)
+        sys.setprofile(self.previous)
+
+    def calls(self):
+        return frozenset(identity(x) for x in self.codes | self.functions)
+
+
+def call_student(fn, case):
+    """Call `fn` on the case, here, and return the Reply (the student's own exception included)."""
+    reply = Reply()
+    with _Record() as record:
+        try:
+            reply.value = fn(*case.args, **case.kwargs)
+        except Exception as error:  # the student's bug, reported by the check
+            reply.error = error
+    reply.calls = record.calls()
+    reply.inputs_after = [_copy(value) for _, value in _array_inputs(case)]
+    if case.grad_leaves and reply.error is None:
+        _gradients(case, reply)
+    return reply
+
+
+def _gradients(case, reply):
+    """Fill reply.requires_grad, .grads and .grad_error for the case's grad leaves."""
+    result = reply.value
+    if case.grad_of is not None:
+        result = result[case.grad_of] if isinstance(result, (tuple, list)) and len(result) > case.grad_of else None
+    if not isinstance(result, torch.Tensor) or not result.requires_grad:
+        return
+    reply.requires_grad = True
+    leaves = [case.args[i] for i in case.grad_leaves]
+    unique = list({id(t): t for t in leaves}.values())  # x_kv may be x_q itself
+    try:
+        if case.upstream is None:
+            total = result.reshape(())
+        else:
+            total = torch.sum(result * torch.as_tensor(case.upstream, dtype=result.dtype, device=result.device))
+        grads = torch.autograd.grad(total, unique, allow_unused=True)
+    except Exception as error:  # e.g. an in-place edit autograd needed, or a result that is no scalar
+        reply.grad_error = f"{type(error).__name__}: {' '.join(str(error).split())[:160]}"
+        return
+    by_id = {id(t): g for t, g in zip(unique, grads)}
+    reply.grads = [None if by_id[id(t)] is None else by_id[id(t)].detach() for t in leaves]
+
+
+# ----------------------------------------------------------------------------
+# Running a check
+
+
+def check(function):
+    """Decorator of every check_* function: run it here, or let the judge run it.
+
+    In a grading kernel (one with a judge connection) the check is run by the judge,
+    which calls back here for the student's answers (`serve`); anywhere else it runs here.
+    """
+
+    @functools.wraps(function)
+    def run(fn, hidden=False, **options):
+        connection = _judge_connection()
+        if connection is not None:
+            return serve(connection, function.__name__, fn, hidden)
+        return function(fn, hidden=hidden, **options)
+
+    return run
+
+
+def run_check(name, fn, cases, *, arg_names, reference, judge, seal=(), explain_error=None,
+              flag_library=()):
     """Run `fn` on every case; raise CheckFailed at the first wrong answer, else print one line.
 
+    fn: the student's function, or a `Remote` (in the judge) that calls it in the student's kernel.
     arg_names: the names of the positional parameters, for messages ("q", "k", "v").
-    reference(case) -> expected: computed before `fn` runs, never while it is sealed.
+    reference(case) -> expected: computed before `fn` runs.
     judge(case, got, expected) -> None if `got` is right, else a phrase saying what is wrong;
         it is not called when `fn` raised, called a sealed function, changed its inputs or
         returned None (each of these fails the case with its own message).
     seal: (object, label) pairs `fn` must not call, e.g. (ref.softmax, "plmcourse.ref.softmax").
     explain_error(exception) -> an extra hint for an exception raised by `fn`, or None.
+    flag_library: beginnings of torch function names (e.g. "_softmax") that an answer should
+        not call under any name; when one does, the judge reports it, with the function,
+        for a person to look at (`Remote.flags`).
     """
-    if TAMPERED:
-        more = f" and {len(TAMPERED) - 1} more" if len(TAMPERED) > 1 else ""
-        raise CheckFailed(_one_sentence(
-            f"{name} cannot give a verdict in this kernel: the notebook replaced {TAMPERED[0]}{more} "
-            f"before the checks were loaded; remove that code, restart the kernel and run all cells"))
-    with pristine() as env:
-        for number, case in enumerate(cases, 1):
-            expected = reference(case)
-            inputs = _named_inputs(case, arg_names)
-            before = [(arg, _copy(value)) for arg, value in inputs]
-            calls, error, got = [], None, None
-            with _sealed(seal, calls), env.student():
-                try:
-                    got = fn(*case.args, **case.kwargs)
-                except Exception as exc:  # the student's bug, reported below
-                    error = exc
-            problem = (_delegation(calls) or _crash(error, explain_error)
-                       or _mutation(inputs, before) or _returned_none(got))
-            if problem is None:
-                try:
-                    problem = judge(case, got, expected)
-                except Exception as exc:  # an answer too odd for the judge to read
-                    problem = f"the check could not read what your function returned, {describe(got)}"
-                    error = exc
-            if problem is not None:
-                where = f"{name} failed on case {number} of {len(cases)} ({case.label})"
-                raise CheckFailed(_one_sentence(f"{where}: {problem}")) from error
-        print(f"{name}: {len(cases)} cases passed.")
+    sealed = seal_table(seal)
+    for number, case in enumerate(cases, 1):
+        expected = reference(case)
+        reply = fn.answer(case) if isinstance(fn, Remote) else call_student(fn, case)
+        case.reply = reply
+        if isinstance(fn, Remote):
+            fn.note_library(name, case, library_calls(reply.calls, flag_library))
+        problem = (_delegation(reply.calls, sealed, seal) or _crash(reply.error, explain_error)
+                   or _mutation(case, reply, arg_names) or _returned_none(reply.value))
+        if problem is None:
+            try:
+                problem = judge(case, reply.value, expected)
+            except Exception as exc:  # an answer too odd for the judge to read
+                problem = f"the check could not read what your function returned, {describe(reply.value)}"
+                reply.error = exc
+        if problem is not None:
+            where = f"{name} failed on case {number} of {len(cases)} ({case.label})"
+            raise CheckFailed(_one_sentence(f"{where}: {problem}")) from reply.error
+    passed = f"{name}: {len(cases)} cases passed."
+    if isinstance(fn, Remote):
+        fn.passed = passed  # the judge sends it to the kernel, which prints it
+    else:
+        print(passed)
 
 
 def _returned_none(got):
@@ -410,51 +382,163 @@ def _one_sentence(text):
     return text.rstrip(".") + "."
 
 
-def _delegation(calls):
-    if calls:
-        return f"your function calls {calls[0]}; write it yourself"
+def _delegation(calls, sealed, seal):
+    labels = {sealed[c] for c in calls if c in sealed}
+    for _, label in seal:  # the order of the seal list: the course's own version first
+        if label in labels:
+            return f"your function calls {label}; write it yourself"
     return None
+
+
+class StudentError(Exception):
+    """An exception the student's function raised in its kernel, as the judge hears of it."""
+
+    def __init__(self, name, message):
+        super().__init__(message)
+        self.name = name
 
 
 def _crash(error, explain_error):
     if error is None:
         return None
-    if isinstance(error, NotImplementedError):
+    name = error.name if isinstance(error, StudentError) else type(error).__name__
+    if name == "NotImplementedError":
         return ("your function raised NotImplementedError; replace the "
                 "`raise NotImplementedError()` line with your code")
     text = " ".join(str(error).split())
     if len(text) > 160:
         text = text[:157] + "..."
-    problem = f"your function raised {type(error).__name__}: {text}" if text else \
-        f"your function raised {type(error).__name__}"
+    problem = f"your function raised {name}: {text}" if text else f"your function raised {name}"
     hint = explain_error(error) if explain_error else None
     return f"{problem} ({hint})" if hint else problem
 
 
-def _named_inputs(case, arg_names):
-    """(name, value) for every array or tensor the student's function receives."""
-    named = list(zip(arg_names, case.args)) + list(case.kwargs.items())
-    return [(name, value) for name, value in named if isinstance(value, (_ndarray, _Tensor))]
-
-
-def _copy(value):
-    return _clone(_detach(value)) if isinstance(value, _Tensor) else value.copy()
-
-
-def _mutation(inputs, before):
-    for (name, value), (_, copy) in zip(inputs, before):
-        if not _same(value, copy):
+def _mutation(case, reply, arg_names):
+    for (key, before), after in zip(_array_inputs(case), reply.inputs_after):
+        if not _same(before, after):
+            name = arg_names[key] if isinstance(key, int) and key < len(arg_names) else key
             return (f"your function changed its input {name} in place; work on a new array "
-                    f"(write x = x - m, not x -= m)")
+                    f"(e.g. x = x - m, not x -= m)")
     return None
 
 
 def _same(a, b):
     a, b = to_numpy(a), to_numpy(b)
-    if a.shape != b.shape or a.dtype != b.dtype:
+    if not isinstance(b, np.ndarray) or a.shape != b.shape or a.dtype != b.dtype:
         return False
-    both_nan = _isnan(a) & _isnan(b) if a.dtype.kind in "fc" else False
-    return bool(_all_of(_equal(a, b) | both_nan, axis=None))
+    both_nan = np.isnan(a) & np.isnan(b) if a.dtype.kind in "fc" else False
+    return bool(np.all(np.equal(a, b) | both_nan))
+
+
+# ----------------------------------------------------------------------------
+# The kernel's side of grading: answer the judge's calls
+
+
+_CONNECTION = []  # the judge's socket, once opened
+
+
+def _judge_connection():
+    """The socket to the judge in a grading kernel, else None."""
+    if not _CONNECTION:
+        fd = os.environ.get("PLMCOURSE_JUDGE_FD")
+        _CONNECTION.append(socket.socket(fileno=int(fd)) if fd and fd.isdigit() else None)
+    return _CONNECTION[0]
+
+
+def serve(connection, name, fn, hidden):
+    """Tell the judge that `name` runs, answer its calls with `fn`, and show its verdict."""
+    wire.send(connection, {"check": name, "hidden": bool(hidden)})
+    errors = []
+    while True:
+        message = wire.receive(connection)
+        if message is None:
+            raise CheckFailed(f"{name} could not finish: the grader closed the connection.")
+        if "verdict" in message:
+            verdict = message["verdict"]
+            if verdict.get("passed"):
+                print(verdict.get("message", ""))
+                return
+            cause = errors[-1] if errors else None
+            raise CheckFailed(str(verdict.get("message", ""))) from cause
+        args, kwargs = wire.decode(message["args"], grad_leaves=True)
+        upstream = wire.decode(message["upstream"]) if message.get("upstream") is not None else None
+        case = Case("", tuple(args), kwargs, grad_leaves=tuple(message.get("grad_leaves", ())),
+                    upstream=upstream, grad_of=message.get("grad_of"))
+        try:
+            reply = call_student(fn, case)
+        except KeyboardInterrupt:  # nbgrader's timeout interrupts the cell
+            reply = Reply(error=TimeoutError("the cell was interrupted: it ran longer than grading allows"))
+        if reply.error is not None:
+            errors.append(reply.error)
+        wire.send(connection, _reply_document(reply))
+
+
+def _reply_document(reply):
+    error = None
+    if reply.error is not None:
+        error = {"name": type(reply.error).__name__, "message": " ".join(str(reply.error).split())[:500]}
+    return {"value": wire.encode(reply.value), "error": error, "calls": sorted(reply.calls)[:5000],
+            "after": wire.encode(reply.inputs_after),
+            "requires_grad": reply.requires_grad, "grads": wire.encode(reply.grads),
+            "grad_error": reply.grad_error}
+
+
+# ----------------------------------------------------------------------------
+# The judge's side: the student's function, called in the student's kernel
+
+
+class Remote:
+    """Stands for the student's function in the judge: each call goes over the connection.
+
+    What comes back is read strictly (plmcourse.grading.wire): a reply that breaks the
+    rules fails the case. `flags` collects, per check, the library functions from
+    `flag_library` that the answer called: evidence for a person, since a kernel could hide them.
+    """
+
+    def __init__(self, connection):
+        self.connection = connection
+        self.flags = []
+        self.passed = ""
+
+    def answer(self, case):
+        message = {"args": wire.encode((case.args, case.kwargs)), "grad_leaves": list(case.grad_leaves),
+                   "upstream": None if case.upstream is None else wire.encode(np.asarray(case.upstream)),
+                   "grad_of": case.grad_of}
+        wire.send(self.connection, message)
+        doc = wire.receive(self.connection)
+        if doc is None:
+            raise ConnectionError("the kernel stopped while the function ran (it was stopped for time, "
+                                  "memory, or the kernel died)")
+        return _read_reply(doc)
+
+    def note_library(self, name, case, functions):
+        if functions and not any(flag.startswith(f"{name} ") for flag in self.flags):  # once per check
+            self.flags.append(f"{name} found the answer calling {', '.join(functions)} ({case.label})")
+
+
+def _read_reply(doc):
+    def strings(x, limit):
+        if type(x) is not list or len(x) > limit or any(type(s) is not str or len(s) > 500 for s in x):
+            raise wire.WireError("a list of names that is not one")
+        return x
+
+    reply = Reply(value=wire.decode(doc.get("value")), calls=frozenset(strings(doc.get("calls", []), 5000)),
+                  requires_grad=doc.get("requires_grad") is True)
+    after = wire.decode(doc.get("after"))
+    reply.inputs_after = after if type(after) is list else []
+    grads = wire.decode(doc.get("grads"))
+    reply.grads = grads if type(grads) is list else []
+    if type(doc.get("grad_error")) is str:
+        reply.grad_error = doc["grad_error"][:300]
+    error = doc.get("error")
+    if type(error) is dict:
+        name, message = str(error.get("name", "Exception"))[:80], str(error.get("message", ""))[:500]
+        known = getattr(builtins, name, None)
+        if isinstance(known, type) and issubclass(known, Exception):
+            reply.error = known(message)  # so that a hint can ask isinstance(error, IndexError)
+        else:
+            reply.error = StudentError(name, message)
+    return reply
 
 
 # ----------------------------------------------------------------------------
@@ -463,34 +547,23 @@ def _same(a, b):
 
 def to_numpy(x):
     """A NumPy copy of an array or tensor (any device), through methods captured at import."""
-    if isinstance(x, _Tensor):
-        return _tensor_numpy(_cpu(_detach(x))).copy()
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().numpy().copy()
     return x
-
-
-def describe(x):
-    """'None', 'a list', 'a tuple of 3 items', 'a torch.Tensor', 'a NumPy array', 'a float'..."""
-    if x is None:
-        return "None"
-    if isinstance(x, _Tensor):
-        return "a torch.Tensor"
-    if isinstance(x, _ndarray):
-        return "a NumPy array"
-    if isinstance(x, (tuple, list)):
-        return f"a {type(x).__name__} of {len(x)} item" + ("" if len(x) == 1 else "s")
-    return f"a {type(x).__name__}"
 
 
 def expect_array(got, what, kind="numpy"):
     """None if `got` is a NumPy array (kind="numpy") or a torch tensor (kind="torch"), else the problem."""
-    wanted = _ndarray if kind == "numpy" else _Tensor
+    wanted = np.ndarray if kind == "numpy" else torch.Tensor
     if isinstance(got, wanted):
         return None
+    if isinstance(got, Opaque):
+        return f"{what} is {got.description}, which cannot be graded; return a plain {'NumPy array' if kind == 'numpy' else 'torch.Tensor'}"
     if got is None:
         return f"{what} is None"
     if kind == "numpy":
         return f"{what} is {describe(got)}, expected a NumPy array (np.ndarray)"
-    if isinstance(got, _ndarray):
+    if isinstance(got, np.ndarray):
         return (f"{what} is a NumPy array, expected a torch.Tensor; gradients do not flow "
                 f"through NumPy, so keep the computation in torch")
     return f"{what} is {describe(got)}, expected a torch.Tensor"
@@ -510,18 +583,38 @@ def close(got, expected, atol, rtol):
     if got.shape != expected.shape:
         return False
     if got.dtype == np.bool_ or expected.dtype == np.bool_:
-        return got.dtype == expected.dtype and bool(_all_of(_equal(got, expected), axis=None))
+        return got.dtype == expected.dtype and bool(np.logical_and.reduce(np.equal(got, expected), axis=None))
     got = got.astype(np.float64)
     expected = expected.astype(np.float64)
     # NaN compares False, so a NaN anywhere fails the test below; equal infinities
     # (e.g. -inf from a log-softmax of a masked entry) match, although inf - inf is NaN.
     with np.errstate(invalid="ignore"):
-        within = _equal(got, expected) | (_absolute(_subtract(got, expected)) <= atol + rtol * _absolute(expected))
-    return bool(_all_of(within, axis=None))
+        within = np.equal(got, expected) | (np.absolute(np.subtract(got, expected)) <= atol + rtol * np.absolute(expected))
+    return bool(np.logical_and.reduce(within, axis=None))
+
+
+def gradient_problem(reply, expected_grads, names, no_flow, hint=""):
+    """None if the reply's gradients match `expected_grads`, else the phrase for the first problem.
+
+    no_flow(detail) -> the sentence for a gradient that does not reach an input. The most
+    fundamental problem comes first: no graph at all, then backward failing, then a
+    missing gradient, then a wrong one (with `hint` after it).
+    """
+    if not reply.requires_grad:
+        return no_flow(" (the result does not depend on the inputs in the autograd graph)")
+    if reply.grad_error:
+        return f"computing gradients through your function raised {reply.grad_error}"
+    for grad, want, name in zip(reply.grads, expected_grads, names):
+        if grad is None:
+            return no_flow(f" to {name}")
+        problem = compare(grad, want, **F64, what=f"the gradient with respect to {name}")
+        if problem:
+            return f"{problem}{hint}"
+    return None
 
 
 def _index(flat, shape):
-    return "[" + ", ".join(str(int(i)) for i in _unravel_index(flat, shape)) + "]"
+    return "[" + ", ".join(str(int(i)) for i in np.unravel_index(flat, shape)) + "]"
 
 
 def as_scalar(x):
@@ -568,13 +661,13 @@ def compare(got, expected, atol, rtol, what="the output"):
                 f"(expected {expected.flat[wrong]}, got {got.flat[wrong]})")
     got = got.astype(np.float64)
     expected = expected.astype(np.float64)
-    if not bool(_all_of(_isfinite(got), axis=None)):
-        bad = (~_isfinite(got)).argmax()
+    if not bool(np.logical_and.reduce(np.isfinite(got), axis=None)):
+        bad = (~np.isfinite(got)).argmax()
         return f"{what} contains {got.flat[bad]} (first at {_index(bad, got.shape)})"
-    diff = _absolute(_subtract(got, expected))
+    diff = np.absolute(np.subtract(got, expected))
     worst = diff.argmax()
     want, have = _distinct(expected.flat[worst], got.flat[worst])
-    problem = (f"{what} differs from the expected by up to {float(_largest(diff, axis=None)):.3g} "
+    problem = (f"{what} differs from the expected by up to {float(np.maximum.reduce(diff, axis=None)):.3g} "
                f"(at {_index(worst, got.shape)}: expected {want}, got {have})")
     if atol < F32["atol"] and close(got, expected, **F32):
         # Right to float32 precision but not to float64's: the answer computed in float32 somewhere.
@@ -622,7 +715,7 @@ def _close_but_nan(got, expected, atol, rtol):
     got, expected = to_numpy(got), to_numpy(expected)
     if got.shape != expected.shape or got.dtype.kind != "f":
         return close(got, expected, atol, rtol)
-    nan = _isnan(got)
+    nan = np.isnan(got)
     if 2 * np.count_nonzero(nan) > got.size:
         return False
-    return close(_where(nan, expected, got), expected, atol, rtol)
+    return close(np.where(nan, expected, got), expected, atol, rtol)

@@ -14,6 +14,8 @@ import torch.nn.functional as F
 from plmcourse import nn as course_nn
 from plmcourse import ref
 from plmcourse.grading.core import (
+    check,
+    gradient_problem,
     F32,
     F64,
     Case,
@@ -22,14 +24,12 @@ from plmcourse.grading.core import (
     describe,
     expect_array,
     first_match,
-    protect_course_references,
     run_check,
     to_numpy,
 )
 
 __all__ = ["check_cross_entropy", "check_bilm_loss", "check_scalar_mix"]
 
-protect_course_references()
 
 IGNORE = -100
 
@@ -164,6 +164,7 @@ def _explain_index_error(error):
     return None
 
 
+@check
 def check_cross_entropy(fn, hidden=False):
     """Check a NumPy `cross_entropy(logits, targets, ignore_index=-100)`: mean -log p(target), stable."""
     run_check("check_cross_entropy", fn, _ce_cases(hidden), arg_names=("logits", "targets"),
@@ -201,7 +202,8 @@ def _bilm_case(seed, B, L, V, lengths=None, scale=1.0, device="cpu"):
     args = (leaf(forward), leaf(backward), torch.tensor(targets, device=device))
     return Case(label, args, tags=frozenset({"padded"} if lengths is not None else ()),
                 data={"forward": forward, "backward": backward, "targets": targets, "device": device,
-                      "projection": None})
+                      "projection": None},
+                grad_leaves=(0, 1))
 
 
 def _bilm_cases(hidden, device):
@@ -322,21 +324,8 @@ def _judge_bilm(case, got, expected):
     if problem:
         mistake = first_match((np.array(value),), _bilm_mistakes(case.data), **F64)
         return f"{problem}; it matches {mistake}" if mistake else problem
-    if not got.requires_grad:
-        return _no_flow(" (the result does not depend on the logits in the autograd graph)")
-    forward, backward = case.args[0], case.args[1]
-    try:
-        grads = torch.autograd.grad(got.reshape(()), [forward, backward], allow_unused=True)
-    except RuntimeError as error:
-        text = " ".join(str(error).split())[:160]
-        return f"computing gradients through your function raised RuntimeError: {text}"
-    for grad, want, name in zip(grads, expected_grads, ("forward_logits", "backward_logits")):
-        if grad is None:
-            return _no_flow(f" to {name}")
-        problem = compare(grad, want, **F64, what=f"the gradient with respect to {name}")
-        if problem:
-            return f"{problem} (does a .detach() cut part of the graph?)"
-    return None
+    return gradient_problem(case.reply, expected_grads, ("forward_logits", "backward_logits"), _no_flow,
+                            " (does a .detach() cut part of the graph?)")
 
 
 def _explain_torch_error(error):
@@ -351,6 +340,7 @@ def _explain_torch_error(error):
     return None
 
 
+@check
 def check_bilm_loss(fn, hidden=False, device=None):
     """Check a PyTorch `bilm_loss(forward_logits, backward_logits, targets)`: value and gradients.
 
@@ -394,7 +384,8 @@ def _mix_case(seed, N, shape, weight_scale=1.0, device="cpu"):
     args = (leaf(layers), leaf(weights), leaf(gamma))
     return Case(label, args, tags=frozenset({"large weights"} if weight_scale >= 100 else ()),
                 data={"layers": layers, "weights": weights, "gamma": gamma, "projection": projection,
-                      "device": device})
+                      "device": device},
+                grad_leaves=(0, 1, 2), upstream=projection)
 
 
 def _mix_cases(hidden, device):
@@ -476,23 +467,11 @@ def _judge_mix(case, got, expected):
     if problem:
         mistake = first_match((got,), _mix_mistakes(case.data), **F64)
         return f"{problem}; it matches {mistake}" if mistake else problem
-    if not got.requires_grad:
-        return _no_flow(" (the result does not depend on the inputs in the autograd graph)")
-    projection = torch.tensor(case.data["projection"], device=got.device)
-    try:
-        grads = torch.autograd.grad(torch.sum(got * projection), list(case.args), allow_unused=True)
-    except RuntimeError as error:
-        text = " ".join(str(error).split())[:160]
-        return f"computing gradients through your function raised RuntimeError: {text}"
-    for grad, want, name in zip(grads, expected_grads, ("layers", "weights", "gamma")):
-        if grad is None:
-            return _no_flow(f" to {name}")
-        problem = compare(grad, want, **F64, what=f"the gradient with respect to {name}")
-        if problem:
-            return f"{problem} (does a .detach() or .item() cut part of the graph?)"
-    return None
+    return gradient_problem(case.reply, expected_grads, ("layers", "weights", "gamma"), _no_flow,
+                            " (does a .detach() or .item() cut part of the graph?)")
 
 
+@check
 def check_scalar_mix(fn, hidden=False, device=None):
     """Check a PyTorch `scalar_mix(layers, weights, gamma)` = gamma * sum_j softmax(weights)_j layers[j].
 

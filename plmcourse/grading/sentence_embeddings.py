@@ -17,14 +17,13 @@ import numpy as np
 import torch
 
 from plmcourse.grading.core import (
+    check,
     F32,
     F64,
     Case,
     compare,
     expect_array,
     first_match,
-    pristine,
-    protect_course_references,
     run_check,
     to_numpy,
 )
@@ -33,7 +32,6 @@ from plmcourse.ref import sentence_embeddings as ref_sentence_embeddings
 
 __all__ = ["check_mean_pool"]
 
-protect_course_references()
 
 # The course's versions; sentence-transformers' pooling layer is sealed too when the notebook loaded it.
 MEAN_POOL_SEAL = [
@@ -93,7 +91,8 @@ def _pool_case(seed, B, T, d, device, lengths=None, gaps=False, mask_dtype=torch
         tags.add("float32")
     data = {"hidden": to_numpy(hidden_t).astype(np.float64), "mask": mask, "upstream": upstream, "empty": empty,
             "nan_rows": (~mask & ~np.isfinite(hidden).all(axis=-1)).any(axis=1), "grad": grad}
-    return Case(label, (hidden_t, mask_t), tags=frozenset(tags), data=data)
+    return Case(label, (hidden_t, mask_t), tags=frozenset(tags), data=data,
+                grad_leaves=(0,) if grad else (), upstream=upstream if grad else None)
 
 
 def _mean_pool_cases(hidden, device):
@@ -232,17 +231,15 @@ def _judge_mean_pool(case, got, expected):
 
 
 def _judge_mean_pool_gradient(case, got, want_grad):
-    hidden, data = case.args[0], case.data
+    data = case.data
     # An output that needs no graph is right only where the gradient is zero (every row empty).
     all_zero = not bool(np.any(want_grad))
-    if not got.requires_grad:
+    reply = case.reply
+    if not reply.requires_grad:
         return None if all_zero else _no_flow(" (the result does not depend on hidden in the autograd graph)")
-    upstream = torch.tensor(data["upstream"], dtype=hidden.dtype, device=hidden.device)
-    try:
-        (grad,) = torch.autograd.grad(torch.sum(torch.mul(got, upstream)), [hidden], allow_unused=True)
-    except RuntimeError as error:
-        text = " ".join(str(error).split())[:160]
-        return f"computing the gradient through your function raised RuntimeError: {text}"
+    if reply.grad_error:
+        return f"computing the gradient through your function raised {reply.grad_error}"
+    (grad,) = reply.grads
     if grad is None:
         return None if all_zero else _no_flow()
     grad = to_numpy(grad)
@@ -281,6 +278,7 @@ def _explain_mean_pool_error(error):
     return None
 
 
+@check
 def check_mean_pool(fn, hidden=False, device=None):
     """Check a PyTorch `mean_pool(hidden, mask) -> (B, d)`: the mean of the real tokens' vectors.
 
@@ -290,8 +288,6 @@ def check_mean_pool(fn, hidden=False, device=None):
     Cases run on `device` (default: the CPU).
     """
     device = torch.device("cpu" if device is None else device)
-    with pristine():  # the notebook's own builtins and module attributes play no part in these
-        cases, seal = _mean_pool_cases(hidden, device), _mean_pool_seal()
-    run_check("check_mean_pool", fn, cases, arg_names=("hidden", "mask"),
-              reference=_mean_pool_reference, judge=_judge_mean_pool, seal=seal,
+    run_check("check_mean_pool", fn, _mean_pool_cases(hidden, device), arg_names=("hidden", "mask"),
+              reference=_mean_pool_reference, judge=_judge_mean_pool, seal=_mean_pool_seal(),
               explain_error=_explain_mean_pool_error)

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from plmcourse.grading.core import Case, compare, expect_array, first_match, run_check
+from plmcourse.grading.core import Case, check, compare, expect_array, first_match, run_check
 
 ATOL, RTOL = 1e-10, 1e-8
 
@@ -44,6 +44,7 @@ def _judge(case, got, expected):
     return f"{problem}; {cause}" if cause else problem
 
 
+@check
 def check_normalize(fn, hidden=False):
     """Check notebook 00's practice exercise; hidden=True adds inputs the notebook never shows."""
     run_check("check_normalize", fn, _cases(hidden), arg_names=("v",), reference=lambda c: _expected(c.args[0]),

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from plmcourse import nn as course_nn
 from plmcourse import ref
 from plmcourse.grading.core import (
+    check,
     F32,
     F64,
     Case,
@@ -26,13 +27,11 @@ from plmcourse.grading.core import (
     expect_array,
     first_match,
     logits_case,
-    protect_course_references,
     run_check,
 )
 
 __all__ = ["check_log_softmax", "check_noise_distribution", "check_skipgram_negative_sampling_loss"]
 
-protect_course_references()
 
 
 AUTOGRAD = "torch autograd ({})"
@@ -165,6 +164,7 @@ def _judge_log_softmax(case, got, expected):
     return f"{problem}; it matches {mistake}" if mistake else problem
 
 
+@check
 def check_log_softmax(fn, hidden=False):
     """Check a NumPy `log_softmax(x, axis=-1)`: stable for logits of 1e4, any axis, -inf entries, float32."""
     run_check("check_log_softmax", fn, _log_softmax_cases(hidden), arg_names=("x",),
@@ -253,6 +253,7 @@ def _judge_noise(case, got, expected):
     return f"{problem}; it matches {mistake}" if mistake else problem
 
 
+@check
 def check_noise_distribution(fn, hidden=False):
     """Check a NumPy `noise_distribution(counts, power=0.75)`: count**power, normalised, 0 for unseen words."""
     run_check("check_noise_distribution", fn, _noise_cases(hidden), arg_names=("counts",),
@@ -434,6 +435,7 @@ def _judge_sgns(case, got, expected):
     return None
 
 
+@check
 def check_skipgram_negative_sampling_loss(fn, hidden=False):
     """Check a NumPy `skipgram_negative_sampling_loss(center, context, negatives)`.
 

@@ -21,14 +21,12 @@ functions only.
 import importlib
 import sys
 
-from plmcourse.grading.core import Case, describe, pristine, protect, protect_course_references, run_check
+from plmcourse.grading.core import Case, check, describe, run_check
 
 __all__ = ["check_wordpiece"]
 
 # plmcourse.data's package attribute `wordpiece` is the function (it shadows the module).
 course_wordpiece = importlib.import_module("plmcourse.data.wordpiece")
-protect(course_wordpiece)  # a notebook that rebinds plmcourse.data.wordpiece.wordpiece changes no verdict
-protect_course_references()
 
 _str = str.__str__  # an exact str, whatever str subclass the student returned
 _list_iter = list.__iter__
@@ -332,6 +330,7 @@ def _explain_wordpiece_error(error):
     return None
 
 
+@check
 def check_wordpiece(fn, hidden=False):
     """Check `wordpiece(word, vocab, unk="[UNK]", max_chars=100, lowercase=True) -> list[str]`.
 
@@ -339,12 +338,10 @@ def check_wordpiece(fn, hidden=False):
     covered, or longer than max_chars characters (after lower-casing), is [unk] alone;
     lowercase folds case first; an empty word gives [].
     """
-    with pristine():  # the notebook's own builtins and module attributes play no part in these
-        cases, seal = _wordpiece_cases(hidden), _wordpiece_seal()
     passed = []
-    run_check("check_wordpiece", fn, cases, arg_names=("word", "vocab"),
+    run_check("check_wordpiece", fn, _wordpiece_cases(hidden), arg_names=("word", "vocab"),
               reference=lambda case: course_wordpiece.wordpiece(
                   case.data["word"], case.data["vocab"], unk=case.data["unk"], max_chars=case.data["max_chars"],
                   lowercase=case.data["lowercase"]),
               judge=lambda case, got, expected: _judge_wordpiece(case, got, expected, passed),
-              seal=seal, explain_error=_explain_wordpiece_error)
+              seal=_wordpiece_seal(), explain_error=_explain_wordpiece_error)

@@ -3,7 +3,7 @@
 import nbformat
 from nbgrader.preprocessors import ClearHiddenTests, Execute, NbGraderPreprocessor
 
-from plmcourse.grading.demos import NOT_RUN_NOTE, cells_to_skip, nbgrader_metadata
+from plmcourse.autograde.demos import NOT_RUN_NOTE, cells_to_skip, nbgrader_metadata
 
 
 class SanitizeFeedback(NbGraderPreprocessor):
@@ -29,7 +29,7 @@ class SanitizeFeedback(NbGraderPreprocessor):
 
 
 class ExecuteSkippingDemos(Execute):
-    """nbgrader's Execute, leaving out the demo cells nothing graded depends on (see grading.demos).
+    """nbgrader's Execute, leaving out the demo cells nothing graded depends on (see autograde.demos).
 
     A skipped cell gets one line of output saying so, so the feedback does not look as if
     the cell failed to run.

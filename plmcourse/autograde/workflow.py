@@ -1,0 +1,418 @@
+"""The instructor's grading workflow: collect, autograde (sandboxed), feedback, export.
+
+Each step is a thin layer over the nbgrader command of the same purpose; an
+instructor can always run plain nbgrader instead (course/INSTRUCTORS.md shows both).
+What the layer adds:
+
+* collect: takes a folder of files as a learning platform exports them, checks each
+  file is a readable notebook of this assignment, and files it where nbgrader looks
+  (submitted/<student>/<assignment>/<notebook>.ipynb); a broken file is reported and
+  skipped, and every other student is still collected;
+* autograde: sets aside what a submission must not bring (links, packages, files), runs
+  nbgrader with the course's kernel launcher (plmcourse.autograde.sandbox: bubblewrap,
+  unless told otherwise) and the judge (plmcourse.autograde.judge), whose verdicts then
+  replace nbgrader's scores; with the environment's bin directory on PATH (nbgrader
+  calls alembic);
+* feedback and export: nbgrader's, with the course configuration (feedback without
+  hidden tests or tracebacks, see plmcourse.autograde.nbgrader_ext).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from plmcourse.autograde import sandbox
+from plmcourse.autograde.judge import Judge, apply_verdicts, suspicious
+from plmcourse.autograde.demos import nbgrader_metadata
+
+# "alice/03_attention.ipynb" or "alice_03_attention.ipynb" / "alice_1234_03_attention.ipynb":
+# the student id is the folder name, else the file name up to its first underscore.
+FILE_PATTERN = re.compile(r"^(?P<student>[A-Za-z0-9][A-Za-z0-9.-]*)_.+\.ipynb$")
+STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass
+class CollectReport:
+    collected: dict = field(default_factory=dict)   # student -> path written
+    problems: dict = field(default_factory=dict)    # file -> one sentence
+
+    def __str__(self):
+        lines = [f"collected {len(self.collected)} submission(s)"]
+        lines += [f"skipped {name}: {why}" for name, why in sorted(self.problems.items())]
+        return "\n".join(lines)
+
+
+def nbgrader_env(extra: dict | None = None) -> dict:
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env.update(extra or {})
+    return env
+
+
+def run_nbgrader(course: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "nbgrader", *args]
+    # errors="replace": a student's code can write any bytes to the kernel's output, and
+    # one undecodable byte must not stop the report for the whole class.
+    return subprocess.run(cmd, cwd=course, env=env or nbgrader_env(), capture_output=True, text=True,
+                          errors="replace")
+
+
+def assignment_grade_ids(course: Path, assignment: str) -> set[str]:
+    """The grade_ids of the assignment's autograded cells, from its source notebooks."""
+    ids = set()
+    for path in (course / "source" / assignment).glob("*.ipynb"):
+        for cell in nbformat.read(path, as_version=4).cells:
+            grade_id = nbgrader_metadata(cell).get("grade_id")
+            if grade_id:
+                ids.add(grade_id)
+    return ids
+
+
+def check_submission(path: Path, expected_ids: set[str]) -> str | None:
+    """None if `path` is a notebook of this assignment, else one sentence saying what is wrong."""
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except (json.JSONDecodeError, UnicodeDecodeError, nbformat.reader.NotJSONError) as err:
+        return f"it is not valid notebook JSON ({' '.join(str(err).split())[:120]})"
+    except Exception as err:  # nbformat raises several kinds for a malformed notebook
+        return f"it cannot be read as a notebook ({type(err).__name__}: {err})"
+    found = {nbgrader_metadata(c).get("grade_id") for c in nb.cells} - {None}
+    if found and not found & expected_ids:
+        return ("it holds the exercises of a different assignment "
+                f"({', '.join(sorted(found)[:3])}, ...)")
+    return None
+
+
+def submission_files(folder: Path) -> list[tuple[str, Path]]:
+    """(student id, file) for every notebook in an export folder, in a stable order."""
+    found = []
+    for path in sorted(folder.rglob("*.ipynb")):
+        if ".ipynb_checkpoints" in path.parts:
+            continue
+        relative = path.relative_to(folder)
+        if len(relative.parts) > 1:
+            student = relative.parts[0]
+        else:
+            match = FILE_PATTERN.match(path.name)
+            student = match.group("student") if match else None
+        found.append((student, path))
+    return found
+
+
+def collect(course: Path, assignment: str, folder: Path) -> CollectReport:
+    """File the notebooks of `folder` under course/submitted/ for nbgrader; report what was skipped."""
+    course, folder = Path(course).resolve(), Path(folder).resolve()
+    expected = assignment_grade_ids(course, assignment)
+    if not expected:
+        raise ValueError(f"course/source/{assignment}/ has no autograded notebook; check the assignment name")
+    notebook_name = next((course / "source" / assignment).glob("*.ipynb")).name
+    report = CollectReport()
+    for student, path in submission_files(folder):
+        label = str(path.relative_to(folder))
+        if student is None or not STUDENT_ID.match(student):
+            report.problems[label] = "its name does not say which student it belongs to"
+            continue
+        if student in report.collected:
+            report.problems[label] = f"student {student} already has a submission in this folder"
+            continue
+        problem = check_submission(path, expected)
+        if problem:
+            report.problems[label] = problem
+            continue
+        target = course / "submitted" / student / assignment / notebook_name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+        report.collected[student] = target
+    return report
+
+
+def submitted_students(course: Path, assignment: str) -> list[str]:
+    """The students with a submission of `assignment` in course/submitted/, sorted."""
+    return sorted(p.parent.name for p in (Path(course) / "submitted").glob(f"*/{assignment}"))
+
+
+TIMESTAMP_FILE = "timestamp.txt"   # nbgrader's record of when a submission came in: kept, if small
+MAX_GRADED_FILE = 50 * 1024 ** 2   # a file of autograded/ or feedback/ bigger than this is removed
+
+
+def _describe(path: Path) -> str:
+    """A thing's name as a report shows it: a folder ends in /, a link says so."""
+    if path.is_symlink():
+        return f"{path.name} (a link)"
+    return f"{path.name}/" if path.is_dir() else path.name
+
+
+def _remove(path: Path) -> None:
+    """Delete `path` without following links: a link goes, what it points to stays."""
+    if path.is_symlink() or not path.is_dir():
+        path.unlink()
+    else:
+        shutil.rmtree(path)  # removes links inside as links
+
+
+def _aside_folder(folder: Path) -> Path | None:
+    """submitted/<student>/<assignment>.extra/, made if need be; None if it is not a real folder."""
+    aside = folder.parent / f"{folder.name}.extra"
+    if aside.is_symlink() or (aside.exists() and not aside.is_dir()):
+        # A link planted by the submission would carry the files anywhere (source/, say).
+        return None
+    aside.mkdir(exist_ok=True)
+    return aside
+
+
+def _move_aside(path: Path, aside: Path) -> None:
+    """Move `path` into `aside` as it is (a link as the link), under a name not taken there yet."""
+    target, n = aside / path.name, 1
+    while target.exists() or target.is_symlink():
+        target, n = aside / f"{path.name}.{n}", n + 1
+    os.rename(path, target)
+
+
+def prepare_submissions(course: Path, assignment: str, student: str | None = None) -> list[str]:
+    """Leave in each student's submitted folder only their notebooks; one line per thing set aside.
+
+    nbgrader copies a submitted folder into autograded/ (following links) and the
+    feedback step copies it on to feedback/; nothing but the notebooks must travel:
+
+    - anything in the folder that is not a regular-file notebook of the assignment
+      (a link, a folder such as `plmcourse/` or `.ipynb_checkpoints/`, a `*.py`, any
+      other file) moves, as it is and without following links, to
+      submitted/<student>/<assignment>.extra/, reported in one line for the student;
+      nbgrader's own timestamp.txt stays;
+    - a notebook that is a link is set aside the same way (the notebook then counts as
+      not submitted), with a line of its own;
+    - a notebook in a student's folder that the assignment does not have (nbgrader finds
+      no gradebook entry for it and gives up) moves to submitted/<student>/<assignment>.extra/;
+    - nbgrader metadata that is not a dict (a student's own "nbgrader" key) is removed from
+      the submitted notebook, which is otherwise left exactly as it was;
+    - a student's or assignment folder that is a link is removed (the link only: what it
+      points to is left alone), and that student is not graded.
+
+    If <assignment>.extra is not a real folder (a link, say), an extra notebook stays where
+    it is (nbgrader skips it) and everything else set aside above is deleted instead.
+    """
+    course = Path(course).resolve()
+    expected = {p.name for p in (course / "source" / assignment).glob("*.ipynb")}
+    lines = []
+    for folder in sorted((course / "submitted").glob(f"{student or '*'}/{assignment}")):
+        name = folder.parent.name
+        link = folder.parent if folder.parent.is_symlink() else folder if folder.is_symlink() else None
+        if link is not None:
+            where = link.relative_to(course)
+            link.unlink()
+            lines.append(f"{name}: {where} is a link, not a folder; removed the link (not what it "
+                         f"points to), nothing of this student is graded")
+            continue
+        if not folder.is_dir():
+            continue
+        keep, others = [], []
+        for path in sorted(folder.iterdir()):
+            regular = path.is_file() and not path.is_symlink()
+            if regular and path.name in expected:
+                keep.append(path)
+            elif regular and path.name == TIMESTAMP_FILE and path.stat().st_size <= 1024:
+                continue
+            elif regular and path.suffix == ".ipynb":
+                aside = _aside_folder(folder)
+                if aside is None:
+                    lines.append(f"{name}: could not set {path.name} aside, {folder.name}.extra is not a folder")
+                    continue
+                _move_aside(path, aside)
+                lines.append(f"{name}: left out {path.name}, which is not a notebook of {assignment} "
+                             f"(moved to {aside.relative_to(course)})")
+            elif path.is_symlink() and path.suffix == ".ipynb":
+                aside = _aside_folder(folder)
+                if aside is None:
+                    path.unlink()
+                    lines.append(f"{name}: {path.name} is a link, not a notebook file; removed the link "
+                                 f"(not what it points to), so it counts as not submitted")
+                    continue
+                _move_aside(path, aside)
+                lines.append(f"{name}: {path.name} is a link, not a notebook file; set aside (moved to "
+                             f"{aside.relative_to(course)}), so it counts as not submitted")
+            else:
+                others.append(path)
+        if others:
+            described = ", ".join(_describe(p) for p in others)
+            aside = _aside_folder(folder)
+            for path in others:
+                if aside is None:
+                    _remove(path)
+                else:
+                    _move_aside(path, aside)
+            if aside is None:
+                lines.append(f"{name}: removed what is not a notebook of {assignment}: {described} "
+                             f"({folder.name}.extra is not a folder to set it aside in)")
+            else:
+                lines.append(f"{name}: set aside what is not a notebook of {assignment}: {described} "
+                             f"(moved to {aside.relative_to(course)})")
+        for path in keep:
+            try:
+                nb = nbformat.read(path, as_version=4)
+            except Exception:  # nbgrader reports an unreadable notebook itself, for this student only
+                continue
+            odd = [i for i, c in enumerate(nb.cells) if "nbgrader" in c.metadata
+                   and not isinstance(c.metadata["nbgrader"], dict)]
+            for i in odd:
+                del nb.cells[i].metadata["nbgrader"]
+            if odd:
+                # Written beside and moved over: never written through anything.
+                cleaned = path.with_name(path.name + ".cleaned")
+                nbformat.write(nb, cleaned)
+                os.replace(cleaned, path)
+                lines.append(f"{name}: ignored nbgrader metadata that is not nbgrader's in cell(s) "
+                             f"{', '.join(str(i + 1) for i in odd)}")
+    return lines
+
+
+def clean_graded_folders(course: Path, assignment: str, student: str | None = None) -> list[str]:
+    """Leave only notebooks in autograded/<s>/<assignment>/ and .html files in feedback/<s>/<assignment>/.
+
+    To run after autograde and after generate_feedback: whatever else is there (copied from
+    a submission, written by something other than nbgrader) is removed without following
+    links, as is any file over MAX_GRADED_FILE bytes; nbgrader's small timestamp.txt stays.
+    One line per student and folder for what was removed.
+    """
+    course = Path(course).resolve()
+    lines = []
+    for kind, suffix, what in (("autograded", ".ipynb", "a notebook"), ("feedback", ".html", "feedback")):
+        for folder in sorted((course / kind).glob(f"{student or '*'}/{assignment}")):
+            name = folder.parent.name
+            link = folder.parent if folder.parent.is_symlink() else folder if folder.is_symlink() else None
+            if link is not None or not folder.is_dir():
+                link = link or folder
+                where = link.relative_to(course)
+                _remove(link)
+                lines.append(f"{name}: removed {where}, which is not a folder")
+                continue
+            removed, too_big = [], []
+            for path in sorted(folder.iterdir()):
+                regular = path.is_file() and not path.is_symlink()
+                if regular and (path.suffix == suffix or path.name == TIMESTAMP_FILE):
+                    size = path.stat().st_size
+                    if size > (1024 if path.name == TIMESTAMP_FILE else MAX_GRADED_FILE):
+                        path.unlink()
+                        too_big.append(f"{path.name} ({size / 1024 ** 2:.1f} MB)")
+                    continue
+                removed.append(_describe(path))
+                _remove(path)
+            where = folder.relative_to(course)
+            if removed:
+                lines.append(f"{name}: removed from {where} what is not {what}: {', '.join(removed)}")
+            if too_big:
+                lines.append(f"{name}: removed from {where} what is over {MAX_GRADED_FILE // 1024 ** 2} MB: "
+                             f"{', '.join(too_big)}")
+    return lines
+
+
+def autograde(course: Path, assignment: str, use_sandbox: bool = True,
+              memory: int = sandbox.DEFAULT_MEMORY, student: str | None = None,
+              jobs: int | None = None) -> subprocess.CompletedProcess:
+    """nbgrader autograde, every student (or one), with the judge deciding every check.
+
+    Each kernel runs in the grading sandbox (unless use_sandbox=False) with a connection to
+    one judge for the class (plmcourse.autograde.judge); when nbgrader is done, the judge's
+    verdicts replace nbgrader's scores of the test cells. The result's stdout ends with the
+    judge's report lines (one per finding), its stderr names each student nbgrader could not grade.
+
+    With jobs > 1 the students are dealt out to that many nbgrader processes running at
+    once (each told to leave out the others' students); they share the gradebook, which
+    SQLite keeps consistent. When a process fails, each of its students is graded again
+    on their own, so that one submission cannot cost the others their grades.
+    """
+    course = Path(course).resolve()
+    students = [student] if student else submitted_students(course, assignment)
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(students)))
+    groups = [students[i::jobs] for i in range(jobs)]
+    with contextlib.ExitStack() as stack:
+        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="plmcourse-grading-")))
+        judge = stack.enter_context(Judge(scratch / "judge", course))
+        envs = _kernel_envs(scratch, course, memory, jobs, use_sandbox, judge)
+
+        def grade(group, env):
+            return run_nbgrader(course, "autograde", assignment, "--force", *_only(students, group), env=env)
+
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            done = list(pool.map(grade, groups, envs))
+        # Rare, so one at a time: each nbgrader process must have its own sockets' directory.
+        alone = [s for group, d in zip(groups, done) if d.returncode and len(group) > 1 for s in group]
+        retried = {s: grade([s], envs[0]) for s in alone}
+        report = apply_verdicts(judge, course, assignment, students)
+    report += clean_graded_folders(course, assignment, student)
+    failed = {s: d for s, d in retried.items() if d.returncode}
+    failed.update({group[0]: d for group, d in zip(groups, done) if d.returncode and len(group) == 1})
+    stderr = "".join(f"{s}: nbgrader could not grade this submission: {_last_line(d.stderr)}\n"
+                     for s, d in sorted(failed.items()))
+    report += _review_flags(course, assignment, students)
+    stdout = "".join(f"{line}\n" for line in report)
+    return subprocess.CompletedProcess(["nbgrader", "autograde", assignment], 1 if failed else 0, stdout, stderr)
+
+
+def _review_flags(course: Path, assignment: str, students: list[str]) -> list[str]:
+    """One line per student whose cells do things no solution needs (judge.SUSPICIOUS)."""
+    course_cells = frozenset(c.source for path in (course / "source" / assignment).glob("*.ipynb")
+                             for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
+    lines = []
+    for student in students:
+        for notebook in sorted((course / "autograded" / student / assignment).glob("*.ipynb")):
+            flags = suspicious(notebook, course_cells)
+            if flags:
+                lines.append(f"{student}: flagged for review, the submission {', '.join(flags)}")
+    return lines
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "no message"
+
+
+def _only(students: list[str], group: list[str]) -> list[str]:
+    """nbgrader arguments that restrict a command to `group` out of `students`."""
+    if len(group) == 1:
+        return [f"--student={group[0]}"]
+    others = sorted(set(students) - set(group))
+    return [f"--CourseDirectory.student_id_exclude={','.join(others)}"] if others else []
+
+
+def _kernel_envs(scratch: Path, course: Path, memory: int, jobs: int, use_sandbox: bool, judge: Judge):
+    """For each of `jobs` nbgrader processes, an environment whose kernels start through the
+    course's launcher (sandboxed unless use_sandbox=False) and connect to the judge.
+
+    Each process gets its own directory for the kernels' sockets, so that two processes
+    never pick the same socket names at the same moment.
+    """
+    if use_sandbox:
+        why_not = sandbox.available()
+        if why_not:
+            raise RuntimeError(f"cannot autograde in the sandbox: {why_not}; install it, or pass "
+                               f"--no-sandbox to grade without isolation")
+    kernels = scratch / "jupyter"
+    sandbox.install_kernelspec(kernels, course, memory, use_sandbox=use_sandbox)
+    path = os.pathsep.join([str(kernels), os.environ.get("JUPYTER_PATH", "")]).rstrip(os.pathsep)
+    envs = []
+    for job in range(jobs):
+        sockets = scratch / f"ipc{job}"
+        sockets.mkdir()
+        envs.append(nbgrader_env({"JUPYTER_PATH": path, "PLMCOURSE_IPC_DIR": str(sockets),
+                                  "PLMCOURSE_JUDGE_SOCKET": str(judge.socket_path)}))
+    return envs
+
+
+def feedback(course: Path, assignment: str) -> subprocess.CompletedProcess:
+    return run_nbgrader(Path(course).resolve(), "generate_feedback", assignment, "--force")
+
+
+def export(course: Path, to: str = "grades.csv") -> subprocess.CompletedProcess:
+    return run_nbgrader(Path(course).resolve(), "export", "--to", to)
