@@ -36,17 +36,9 @@ __all__ += [
 ]
 
 # Pre-training objectives, decoding filters, masks and parameter counts (notebooks 04-06).
-from plmcourse.grading.objectives import (  # noqa: E402
-    check_bert_parameter_count,
-    check_causal_lm_loss,
-    check_mlm_loss,
-    check_mlm_mask,
-    check_permutation_mask,
-    check_prefix_lm_mask,
-    check_text_infilling,
-    check_top_k_filter,
-    check_top_p_filter,
-)
+from plmcourse.grading.bert import check_bert_parameter_count, check_mlm_loss, check_mlm_mask  # noqa: E402
+from plmcourse.grading.gpt import check_causal_lm_loss, check_top_k_filter, check_top_p_filter  # noqa: E402
+from plmcourse.grading.bart import check_permutation_mask, check_prefix_lm_mask, check_text_infilling  # noqa: E402
 
 __all__ += [
     "check_mlm_mask", "check_mlm_loss", "check_bert_parameter_count", "check_causal_lm_loss",
