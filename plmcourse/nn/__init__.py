@@ -35,7 +35,9 @@ __all__ = [
 ]
 
 # Pre-training objectives, tiny BERT/GPT/BART, decoding and parameter counts (notebooks 04-06).
-from plmcourse.nn.objectives import causal_lm_loss, cross_entropy, mlm_loss  # noqa: E402
+from plmcourse.nn.objectives import cross_entropy  # noqa: E402
+from plmcourse.nn.bert import mlm_loss  # noqa: E402
+from plmcourse.nn.gpt import causal_lm_loss  # noqa: E402
 from plmcourse.nn.models import (  # noqa: E402
     Bart,
     BartConfig,

@@ -1,14 +1,17 @@
-"""Pre-training losses in PyTorch, with the names and conventions of `plmcourse.ref.objectives`.
+"""The loss every objective is built on, in PyTorch, with the names and conventions of
+`plmcourse.ref.objectives`: cross-entropy that skips ignored targets.
 
 Each loss takes logits, skips targets equal to `ignore_index` (-100) and returns the
 mean over the targets it counts, as a 0-d tensor that gradients flow through. They
 are written out (log-sum-exp minus the target's logit) rather than delegated to
-torch.nn.functional.cross_entropy, which the tests hold them against.
+torch.nn.functional.cross_entropy, which the tests hold them against. The losses of
+the pre-training objectives are built on it: mlm_loss in `plmcourse.nn.bert`,
+causal_lm_loss in `plmcourse.nn.gpt`.
 """
 
 import torch
 
-__all__ = ["IGNORE_INDEX", "cross_entropy", "causal_lm_loss", "mlm_loss"]
+__all__ = ["IGNORE_INDEX", "cross_entropy"]
 
 IGNORE_INDEX = -100
 
@@ -31,19 +34,3 @@ def cross_entropy(logits, targets, ignore_index=IGNORE_INDEX):
     nll = torch.logsumexp(logits, dim=-1) - logits.gather(-1, safe[:, None])[:, 0]  # (N,)
     nll = torch.where(counted, nll, 0.0)
     return nll.sum() / counted.sum().clamp(min=1)
-
-
-def causal_lm_loss(logits, tokens, ignore_index=IGNORE_INDEX):
-    """Next-token loss: position t predicts token t + 1 (the shift is inside).
-
-    logits: (..., T, V) for the input tokens (..., T). The last position has no
-    next token and the first token is never predicted: T - 1 targets per sequence.
-    """
-    if tokens.shape != logits.shape[:-1]:
-        raise ValueError(f"tokens must have shape {tuple(logits.shape[:-1])}, got {tuple(tokens.shape)}.")
-    return cross_entropy(logits[..., :-1, :], tokens[..., 1:], ignore_index)
-
-
-def mlm_loss(logits, labels):
-    """Masked-LM loss: cross-entropy over the positions whose label is not -100 (see ref.mlm_loss)."""
-    return cross_entropy(logits, labels, IGNORE_INDEX)

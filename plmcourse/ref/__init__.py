@@ -29,12 +29,11 @@ __all__ = [
 ]
 
 # Pre-training objectives (notebooks 04-06): losses, BERT/BART/T5 corruption, UniLM/XLNet masks.
-from plmcourse.ref.objectives import (  # noqa: E402
-    causal_lm_loss,
-    cross_entropy,
+from plmcourse.ref.objectives import cross_entropy  # noqa: E402
+from plmcourse.ref.bert import mlm_loss, mlm_mask  # noqa: E402
+from plmcourse.ref.gpt import causal_lm_loss  # noqa: E402
+from plmcourse.ref.bart import (  # noqa: E402
     document_rotation,
-    mlm_loss,
-    mlm_mask,
     permutation_mask,
     prefix_lm_mask,
     sentence_permutation,

@@ -1,17 +1,20 @@
-"""Checks for notebooks 04-06: pre-training objectives, decoding filters, masks and parameter counts.
+"""Checks for notebook 04, BERT: masking, the masked-LM loss and BERT's parameter count.
 
-    04 BERT   check_mlm_mask, check_mlm_loss, check_bert_parameter_count
-    05 GPT    check_causal_lm_loss, check_top_k_filter, check_top_p_filter
-    06 BART   check_text_infilling, check_prefix_lm_mask, check_permutation_mask
+    check_mlm_mask               mlm_mask(tokens, rng, vocab_size, mask_id, special_ids, p=0.15), NumPy
+    check_mlm_loss               mlm_loss(logits, labels), PyTorch
+    check_bert_parameter_count   bert_parameter_count(vocab_size, d_model, n_layers, d_ff, max_len, ...)
 
-Deterministic functions are compared with `plmcourse.ref` (losses with
-torch.nn.functional.cross_entropy itself, gradients included). Random functions
-cannot be compared value by value, since every correct answer draws its random
-numbers in its own order; they are judged by invariants that any correct answer
-satisfies (specials never chosen, labels -100 exactly where nothing is predicted,
-each span one mask) and by statistics on large samples, with tolerances of at least
+The loss is compared with torch.nn.functional.cross_entropy itself, gradients
+included. A random function cannot be compared value by value, since every correct
+answer draws its random numbers in its own order; mlm_mask is judged by invariants
+that any correct answer satisfies (specials never chosen, labels -100 exactly where
+nothing is predicted), by statistics on large samples, with tolerances of at least
 4.5 standard deviations, and by two calls with the same seed, which must agree.
 Every failure names the rule that was broken.
+
+Later notebooks build on this module: the loss machinery below also checks GPT's
+causal_lm_loss (`plmcourse.grading.gpt`), and the seed helpers (_Memory,
+_seed_problem, _integer_array) BART's text_infilling (`plmcourse.grading.bart`).
 """
 
 import math
@@ -32,7 +35,6 @@ from plmcourse.grading.core import (
     expect_array,
     expect_pair,
     first_match,
-    judge_bool_mask,
     protect_course_references,
     run_check,
     to_numpy,
@@ -44,12 +46,6 @@ __all__ = [
     "check_mlm_mask",
     "check_mlm_loss",
     "check_bert_parameter_count",
-    "check_causal_lm_loss",
-    "check_top_k_filter",
-    "check_top_p_filter",
-    "check_text_infilling",
-    "check_prefix_lm_mask",
-    "check_permutation_mask",
 ]
 
 protect_course_references()
@@ -280,6 +276,7 @@ def check_mlm_mask(fn, hidden=False):
 
 # ============================================================================
 # Losses (PyTorch): mlm_loss(logits, labels) and causal_lm_loss(logits, tokens, ignore_index=-100)
+# (check_causal_lm_loss itself is in plmcourse.grading.gpt; both share what follows)
 
 
 def _loss_seal(*course_functions):
@@ -492,33 +489,6 @@ def check_mlm_loss(fn, hidden=False, device=None):
               seal=LOSS_SEAL, explain_error=_explain_loss_error)
 
 
-def _causal_cases(hidden, device):
-    cases = [
-        _loss_case(20, (2, 6, 11), device, causal=True, ignored=0.0),
-        _loss_case(21, (3, 5, 7), device, causal=True, ignored=0.0),
-        _loss_case(22, (2, 7, 9), device, causal=True, padded=True),
-        _loss_case(23, (2, 5, 8), device, causal=True, ignored=0.0, dtype=torch.float32),
-        _loss_case(24, (2, 6, 6), device, causal=True, ignored=0.0, scale=1000.0),
-    ]
-    if hidden:
-        cases += [
-            _loss_case(120, (4, 9, 13), device, causal=True, padded=True),
-            _loss_case(121, (8, 10), device, causal=True, ignored=0.0),
-            _loss_case(122, (2, 2, 5, 10), device, causal=True, ignored=0.0, dtype=torch.float32),
-            _loss_case(123, (3, 7, 7), device, causal=True, ignored=0.0),
-            _loss_case(124, (5, 2, 4), device, causal=True, ignored=0.0),
-        ]
-    return cases
-
-
-def check_causal_lm_loss(fn, hidden=False, device=None):
-    """Check a PyTorch `causal_lm_loss(logits, tokens, ignore_index=-100)`: the shift happens inside."""
-    device = torch.device("cpu" if device is None else device)
-    run_check("check_causal_lm_loss", fn, _causal_cases(hidden, device), arg_names=("logits", "tokens"),
-              reference=_reference_loss, judge=lambda c, g, e: _judge_loss(c, g, e, "causal_lm_loss"),
-              seal=LOSS_SEAL, explain_error=_explain_loss_error)
-
-
 # ============================================================================
 # bert_parameter_count(vocab_size, d_model, n_layers, d_ff, max_len, type_vocab_size=2) -> int
 
@@ -616,419 +586,3 @@ def check_bert_parameter_count(fn, hidden=False):
     run_check("check_bert_parameter_count", fn, _count_cases(hidden),
               arg_names=("vocab_size", "d_model", "n_layers", "d_ff", "max_len", "type_vocab_size"),
               reference=_count_reference, judge=_judge_count, seal=BERT_COUNT_SEAL)
-
-
-# ============================================================================
-# top_k_filter(logits, k) and top_p_filter(logits, p), PyTorch
-
-TOP_K_SEAL = [(ref.top_k_filter, "plmcourse.ref.top_k_filter"), (course_nn.top_k_filter, "plmcourse.nn.top_k_filter"),
-              (course_nn.sample_next, "plmcourse.nn.sample_next")]
-TOP_P_SEAL = [(ref.top_p_filter, "plmcourse.ref.top_p_filter"), (course_nn.top_p_filter, "plmcourse.nn.top_p_filter"),
-              (course_nn.sample_next, "plmcourse.nn.sample_next")]
-
-
-def _distinct_logits(rng, shape, scale):
-    """Logits whose values in each row are all different (so the top k are unambiguous)."""
-    V = shape[-1]
-    base = np.argsort(rng.random(shape), axis=-1).astype(np.float64)  # a permutation of 0..V-1 per row
-    return (base + 0.5 * rng.random(shape)) * (scale / V) - scale / 2
-
-
-def _filter_case(seed, shape, device, k=None, p=None, dtype=torch.float64, scale=6.0, neg_inf=False):
-    rng = np.random.default_rng(seed)
-
-    def draw():
-        logits = _distinct_logits(rng, shape, scale)
-        if neg_inf:
-            logits[..., 0] = -np.inf
-        return logits
-
-    logits = draw()
-    if p is not None:  # no prefix mass may lie within 1e-3 of p: the kept set is then unambiguous
-        while not _clear_of(logits, p):
-            logits = draw()
-    label = f"seed {seed}: logits of shape {shape}, {str(dtype).replace('torch.', '')}, " + \
-        (f"k={k}" if p is None else f"p={p}") + (", column 0 already -inf" if neg_inf else "")
-    logits_t = torch.tensor(logits, dtype=dtype, device=device)
-    return Case(label, (logits_t, k if p is None else p),
-                data={"logits": to_numpy(logits_t).astype(np.float64), "k": k, "p": p, "dtype": dtype})
-
-
-def _clear_of(logits, p):
-    probs = ref.softmax(logits, axis=-1)
-    sorted_probs = -np.sort(-probs, axis=-1)
-    before = np.cumsum(sorted_probs, axis=-1) - sorted_probs
-    return bool(np.all(np.abs(before - p) > 1e-3)) if p < 1 else True
-
-
-def _top_k_cases(hidden, device):
-    cases = [
-        _filter_case(30, (5, 10), device, k=3),
-        _filter_case(31, (2, 8), device, k=1),
-        _filter_case(32, (2, 6), device, k=6),
-        _filter_case(33, (2, 7), device, k=0),
-        _filter_case(34, (4, 12), device, k=5, dtype=torch.float32),
-    ]
-    if hidden:
-        cases += [
-            _filter_case(130, (2, 3, 12), device, k=4),
-            _filter_case(131, (5, 50), device, k=7, scale=200.0),
-            _filter_case(132, (1, 9), device, k=8),
-            _filter_case(133, (3, 10), device, k=2, neg_inf=True),
-            _filter_case(134, (2, 5), device, k=12),
-        ]
-    return cases
-
-
-def _top_p_cases(hidden, device):
-    cases = [
-        _filter_case(40, (3, 10), device, p=0.5),
-        _filter_case(41, (3, 10), device, p=0.9),
-        _filter_case(42, (2, 8), device, p=0.05),
-        _filter_case(43, (2, 8), device, p=1.0),
-        _filter_case(44, (4, 12), device, p=0.7, dtype=torch.float32),
-    ]
-    if hidden:
-        cases += [
-            _filter_case(140, (2, 3, 12), device, p=0.6),
-            _filter_case(141, (5, 40), device, p=0.95, scale=10.0),
-            _filter_case(142, (3, 10), device, p=0.8, neg_inf=True),
-            _filter_case(143, (2, 30), device, p=0.3, scale=30.0),
-            _filter_case(144, (1, 6), device, p=0.999),
-        ]
-    return cases
-
-
-def _top_k_mistakes(logits, k):
-    """(description, compute) with compute() -> (bool array: True where the answer has -inf,)."""
-    V = logits.shape[-1]
-    order = np.argsort(-logits, axis=-1, kind="stable")
-
-    def removed(indices):
-        kept = np.zeros(logits.shape, dtype=bool)
-        np.put_along_axis(kept, indices, True, axis=-1)
-        return (~kept | np.isneginf(logits),)
-
-    if 0 < k < V:
-        yield "the k SMALLEST logits kept instead of the k largest", lambda: removed(order[..., V - k:])
-        yield "k + 1 logits kept (> vs >= at the k-th value?)", lambda: removed(order[..., :k + 1])
-        if k > 1:
-            yield "k - 1 logits kept", lambda: removed(order[..., :k - 1])
-    if logits.ndim >= 2 and 0 < k < logits.shape[0]:
-        yield ("the top k taken along the first axis (dim=0); the vocabulary is the LAST axis",
-               lambda: (np.argsort(np.argsort(-logits, axis=0, kind="stable"), axis=0) >= k,))
-
-
-def _top_p_mistakes(logits, p):
-    """(description, compute) with compute() -> (bool array: True where the answer has -inf,)."""
-    probs = ref.softmax(logits, axis=-1)
-    order = np.argsort(-probs, axis=-1, kind="stable")
-    sorted_probs = np.take_along_axis(probs, order, axis=-1)
-    cumulative = np.cumsum(sorted_probs, axis=-1)
-
-    def removed(keep_sorted, unsort=True):
-        if not unsort:  # the mask made in sorted order and applied to the unsorted logits
-            return (~keep_sorted,)
-        kept = np.zeros(logits.shape, dtype=bool)
-        np.put_along_axis(kept, order, keep_sorted, axis=-1)
-        return (~kept,)
-
-    yield ("the token that takes the mass past p removed too (cumulative <= p); keep a token while the "
-           "mass BEFORE it is below p, so that the kept mass reaches p", lambda: removed(cumulative <= p))
-    yield ("the mask computed in sorted order but applied to the logits in their original order; map it "
-           "back to the original positions (e.g. with scatter)",
-           lambda: removed(cumulative - sorted_probs < p, unsort=False))
-    ascending = np.argsort(probs, axis=-1, kind="stable")
-    asc_sorted = np.take_along_axis(probs, ascending, axis=-1)
-
-    def ascending_removed():
-        kept = np.zeros(logits.shape, dtype=bool)
-        np.put_along_axis(kept, ascending, np.cumsum(asc_sorted, axis=-1) - asc_sorted < p, axis=-1)
-        return (~kept,)
-
-    yield "probabilities sorted in increasing order; the nucleus starts from the MOST likely token", ascending_removed
-    yield ("the cumulative sum taken over the unsorted probabilities; sort them in decreasing order first",
-           lambda: (np.cumsum(probs, axis=-1) - probs >= p,))
-
-
-def _judge_filter(case, got, expected, mistakes):
-    problem = expect_array(got, "the result", kind="torch")
-    if problem:
-        return problem
-    logits_t = case.args[0]
-    if tuple(got.shape) != tuple(logits_t.shape):
-        return (f"the result has shape {tuple(got.shape)}, expected {tuple(logits_t.shape)} (the shape of "
-                f"the logits: removed entries are set to -inf, not dropped)")
-    if got.dtype == torch.bool:
-        return ("the result is a boolean mask; return the logits with the removed entries set to "
-                "float('-inf')")
-    if not got.is_floating_point():
-        return f"the result has dtype {got.dtype}, expected the logits' floating-point dtype"
-    got_np = to_numpy(got).astype(np.float64)
-    logits = case.data["logits"]
-    if np.any(np.isnan(got_np)):
-        return "the result contains NaN"
-    removed = ~np.isneginf(logits) & np.isneginf(expected)
-    with np.errstate(invalid="ignore"):
-        kept_ok = np.isneginf(got_np) | (got_np == logits) | (np.abs(got_np - logits) <= 1e-6 * (1 + np.abs(logits)))
-    if not np.isneginf(got_np).any() and removed.any():
-        finite_low = got_np[removed]
-        rows_sum_to_one = np.all(np.abs(got_np.sum(axis=-1) - 1.0) < 1e-5)
-        if rows_sum_to_one and np.all((got_np >= 0) & (got_np <= 1)):
-            return ("the result looks like probabilities; return the filtered logits, not their softmax "
-                    "(some kept entries differ from the input logits)")
-        if np.all(finite_low == 0):
-            return ("the removed entries are 0, but a logit of 0 is still a likely token; set them to "
-                    "float('-inf') so that the softmax gives them probability exactly 0")
-        if np.all(finite_low < -1e8):
-            return ("the removed entries are very negative numbers; set them to float('-inf') exactly "
-                    "(the course's convention)")
-    if not np.all(kept_ok):
-        return ("some kept entries differ from the input logits; keep the surviving logits unchanged (no "
-                "softmax, no renormalisation, no division by a temperature)")
-    problem = compare(np.isneginf(got_np), np.isneginf(expected), atol=0, rtol=0,
-                      what="the set of removed entries (True = -inf)")
-    if problem is None:
-        return None
-    if np.all(np.isneginf(got_np)):
-        return "every entry is -inf; the most likely token must always be kept"
-    mistake = first_match((np.isneginf(got_np),), mistakes, atol=0, rtol=0)
-    if mistake is None:
-        kept, want = (~np.isneginf(got_np)).sum(-1), (~np.isneginf(expected)).sum(-1)
-        detail = f" (kept per row: {kept.reshape(-1).tolist()}, expected {want.reshape(-1).tolist()})"
-        return problem + detail
-    return f"{problem}; it matches {mistake}"
-
-
-def check_top_k_filter(fn, hidden=False, device=None):
-    """Check a PyTorch `top_k_filter(logits, k)`: keep the k largest per row (last axis), others -inf."""
-    device = torch.device("cpu" if device is None else device)
-    run_check("check_top_k_filter", fn, _top_k_cases(hidden, device), arg_names=("logits", "k"),
-              reference=lambda case: ref.top_k_filter(case.data["logits"], case.data["k"]),
-              judge=lambda case, got, expected: _judge_filter(
-                  case, got, expected, _top_k_mistakes(case.data["logits"], case.data["k"])),
-              seal=TOP_K_SEAL)
-
-
-def check_top_p_filter(fn, hidden=False, device=None):
-    """Check a PyTorch `top_p_filter(logits, p)`: keep the smallest most-likely set with mass >= p."""
-    device = torch.device("cpu" if device is None else device)
-    run_check("check_top_p_filter", fn, _top_p_cases(hidden, device), arg_names=("logits", "p"),
-              reference=lambda case: ref.top_p_filter(case.data["logits"], case.data["p"]),
-              judge=lambda case, got, expected: _judge_filter(
-                  case, got, expected, _top_p_mistakes(case.data["logits"], case.data["p"])),
-              seal=TOP_P_SEAL)
-
-
-# ============================================================================
-# text_infilling(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0), NumPy, one sequence
-
-INFILLING_SEAL = [(ref.text_infilling, "plmcourse.ref.text_infilling")]
-FIRST_ID = 5  # tokens are FIRST_ID, FIRST_ID + 1, ...: all different, so the output can be aligned
-
-
-def _infilling_case(seed, n, mask_id=1, mask_ratio=None, poisson_lambda=None, statistics=False, key=None,
-                    same_as=None, differs_from=None):
-    tokens = FIRST_ID + np.arange(n, dtype=np.int64)
-    kwargs = {}
-    if mask_ratio is not None:
-        kwargs["mask_ratio"] = mask_ratio
-    if poisson_lambda is not None:
-        kwargs["poisson_lambda"] = poisson_lambda
-    label = f"seed {seed}: {n} tokens (ids {FIRST_ID}..{FIRST_ID + n - 1}), mask_id={mask_id}" + "".join(
-        f", {k}={v}" for k, v in kwargs.items())
-    if same_as:
-        label += ", the same seed as an earlier case"
-    if differs_from:
-        label += ", another seed"
-    data = {"n": n, "mask_id": mask_id, "ratio": 0.3 if mask_ratio is None else mask_ratio,
-            "lam": 3.0 if poisson_lambda is None else poisson_lambda, "seed_key": key or f"infill{seed}"}
-    if same_as:
-        data["same_as"] = same_as
-    if differs_from:
-        data["differs_from"] = differs_from
-    return Case(label, (tokens, np.random.default_rng(seed), mask_id), kwargs,
-                tags=frozenset({"statistics"} if statistics else ()), data=data)
-
-
-def _infilling_cases(hidden):
-    cases = [
-        _infilling_case(50, 20000, statistics=True),
-        _infilling_case(51, 20000, mask_ratio=0.2, poisson_lambda=1.0, statistics=True),
-        _infilling_case(52, 12, key="small"),
-        _infilling_case(52, 12, key="small again", same_as="small"),
-        _infilling_case(53, 12, key="other", differs_from="small"),
-        _infilling_case(54, 40, mask_id=3, mask_ratio=0.5),
-    ]
-    if hidden:
-        cases += [
-            _infilling_case(150, 30000, mask_ratio=0.5, statistics=True),
-            _infilling_case(151, 20000, mask_ratio=0.15, poisson_lambda=2.0, mask_id=0, statistics=True),
-            _infilling_case(152, 20, mask_ratio=0.0),
-            _infilling_case(153, 1),
-            _infilling_case(154, 30, mask_ratio=1.0),
-        ]
-    return cases
-
-
-def _align(out, n, mask_id):
-    """Runs of masks between kept tokens: [(masks, removed tokens)], or a problem string."""
-    kept = out[out != mask_id]
-    if kept.size and (np.any(np.diff(kept) <= 0) or kept.min() < FIRST_ID or kept.max() >= FIRST_ID + n):
-        if kept.min() < FIRST_ID or kept.max() >= FIRST_ID + n:
-            bad = kept[(kept < FIRST_ID) | (kept >= FIRST_ID + n)][0]
-            return f"the output contains {bad}, which is neither the mask id nor a token of the input"
-        return ("the tokens that are not masked are out of their original order or repeated; text "
-                "infilling only replaces spans, it never moves tokens")
-    runs, masks, previous = [], 0, -1
-    for value in out.tolist() + [None]:
-        if value == mask_id:
-            masks += 1
-            continue
-        index = n if value is None else value - FIRST_ID
-        if value is not None and not 0 <= index < n:
-            return f"the output contains {value}, which is neither the mask id nor a token of the input"
-        if index <= previous:
-            return ("the tokens that are not masked are out of their original order or repeated; text "
-                    "infilling only replaces spans, it never moves tokens")
-        removed = index - previous - 1
-        if masks or removed:
-            runs.append((masks, removed))
-        if removed and not masks:
-            first = FIRST_ID + previous + 1
-            return (f"tokens {first}..{first + removed - 1} were removed without a mask in their place; "
-                    f"every span must leave one mask token (removing it silently is token deletion)")
-        masks, previous = 0, index
-    return runs
-
-
-def _judge_infilling(case, got, memory):
-    problem = _integer_array(got, "the result")
-    if problem:
-        return problem
-    if got.ndim != 1:
-        return f"the result has shape {got.shape}, expected one sequence (1-D)"
-    d = case.data
-    n, mask_id, ratio, lam = d["n"], d["mask_id"], d["ratio"], d["lam"]
-    runs = _align(got, n, mask_id)
-    if isinstance(runs, str):
-        return runs
-    removed = sum(r for _, r in runs)
-    masks = sum(m for m, _ in runs)
-    problem = _seed_problem(case, (got,), memory)
-    if problem:
-        return problem
-    if ratio == 0.0 and (removed or masks):
-        return "with mask_ratio=0 nothing may be removed and no mask inserted"
-    if ratio == 1.0 and removed != n:
-        return f"with mask_ratio=1 every token must be covered, but {n - removed} remain"
-    if "statistics" not in case.tags:
-        if abs(removed - round(ratio * n)) > max(2, 0.1 * n) and n >= 10:
-            return (f"{removed} of the {n} tokens were removed, expected about round(mask_ratio * n) = "
-                    f"{round(ratio * n)}")
-        return None
-    fraction = removed / n
-    if abs(fraction - ratio) > 0.02:
-        return (f"{fraction:.3f} of the tokens were removed, expected mask_ratio = {ratio} +- 0.02 "
-                f"(spans are drawn until round(mask_ratio * n) tokens are covered; they never overlap)")
-    mean_length = removed / max(1, masks)
-    if lam >= 2 and mean_length < 1.3:
-        return (f"each mask stands for {mean_length:.2f} tokens on average: it looks as if every removed "
-                f"token got its own mask, but a whole span, however long, becomes ONE mask token")
-    if not 0.8 * lam <= mean_length <= 1.17 * lam:
-        return (f"spans are {mean_length:.2f} tokens long on average (zero-length spans included), expected "
-                f"about poisson_lambda = {lam}: draw each length with rng.poisson(poisson_lambda)")
-    # A mask run with fewer removed tokens than masks holds at least (masks - removed) zero-length
-    # spans. The count misses insertions next to a span, more of them the more is covered.
-    zero = sum(max(0, m - r) for m, r in runs) / max(1, masks)
-    if zero < 0.2 * math.exp(-lam) * (1 - ratio) ** 2:
-        return (f"only {zero:.3f} of the masks were inserted where nothing was removed, expected about "
-                f"{math.exp(-lam):.3f} (the probability of a Poisson({lam}) length of 0): a span of length 0 "
-                f"must still insert one mask token")
-    if zero > min(0.6, 2.5 * math.exp(-lam)):
-        return (f"{zero:.3f} of the masks were inserted where nothing was removed, expected about "
-                f"{math.exp(-lam):.3f} (the probability of a Poisson({lam}) length of 0)")
-    return None
-
-
-def check_text_infilling(fn, hidden=False):
-    """Check a NumPy `text_infilling(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0)`."""
-    memory = _Memory()
-    run_check("check_text_infilling", fn, _infilling_cases(hidden), arg_names=("tokens", "rng", "mask_id"),
-              reference=lambda case: None,
-              judge=lambda case, got, expected: _judge_infilling(case, got, memory),
-              seal=INFILLING_SEAL)
-
-
-# ============================================================================
-# prefix_lm_mask(n, prefix_len) and permutation_mask(order), NumPy bool
-
-PREFIX_SEAL = [(ref.prefix_lm_mask, "plmcourse.ref.prefix_lm_mask")]
-PERMUTATION_SEAL = [(ref.permutation_mask, "plmcourse.ref.permutation_mask")]
-
-
-def _prefix_cases(hidden):
-    sizes = [(6, 3), (4, 0), (4, 4), (1, 0), (1, 1), (5, 2)]
-    if hidden:
-        sizes += [(13, 5), (32, 10), (6, 6), (6, 1), (9, 8)]
-    return [Case(f"n={n}, prefix_len={p}", (n, p), data={"n": n, "p": p}) for n, p in sizes]
-
-
-def _prefix_mistakes(n, p):
-    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
-    causal = j <= i
-    yield ("a prefix position sees the target, but only the target looks at the prefix, not the other way round",
-           lambda: (causal | (j < p) | (i < p),))
-    yield "a plain causal mask: prefix_len is ignored", lambda: (causal,)
-    yield "True above the diagonal: the mask is transposed", lambda: ((j >= i) | (i < p),)
-    yield ("a prefix of prefix_len - 1 positions: positions 0..prefix_len-1 are the prefix",
-           lambda: (causal | (j < p - 1),))
-    yield "a prefix of prefix_len + 1 positions", lambda: (causal | (j < p + 1),)
-    yield ("the diagonal is False, but a position may attend to itself",
-           lambda: ((j < i) | ((j < p) & (i < p)) | ((j < p) & (i >= p)),))
-    yield ("an inverted mask: True marks the blocked positions, but in this course True means allowed",
-           lambda: (~(causal | (j < p)),))
-    yield "a mask that blocks nothing (all True)", lambda: (np.ones((n, n), dtype=bool),)
-
-
-def check_prefix_lm_mask(fn, hidden=False):
-    """Check a NumPy `prefix_lm_mask(n, prefix_len)`: bidirectional prefix, causal rest (UniLM)."""
-    run_check("check_prefix_lm_mask", fn, _prefix_cases(hidden), arg_names=("n", "prefix_len"),
-              reference=lambda case: ref.prefix_lm_mask(case.data["n"], case.data["p"]),
-              judge=lambda case, got, expected: judge_bool_mask(got, expected,
-                                                            _prefix_mistakes(case.data["n"], case.data["p"])),
-              seal=PREFIX_SEAL)
-
-
-def _permutation_cases(hidden):
-    orders = [[3, 0, 4, 1, 2], [0, 1, 2, 3, 4], [4, 3, 2, 1, 0], [1, 3, 0, 5, 2, 4], [0]]
-    if hidden:
-        rng = np.random.default_rng(160)
-        orders += [rng.permutation(10).tolist(), rng.permutation(16).tolist(), [1, 0], [3, 1, 4, 0, 2]]
-    return [Case(f"order={order}", (np.array(order),), data={"order": np.array(order)}) for order in orders]
-
-
-def _permutation_mistakes(order):
-    n = len(order)
-    rank = np.empty(n, dtype=np.int64)
-    rank[order] = np.arange(n)
-    step = np.arange(n)
-    yield ("position i also sees itself; predicting x_i, the query stream must not see x_i (seeing itself is "
-           "the content stream)", lambda: (rank[None, :] <= rank[:, None],))
-    yield ("order used as if order[i] were the step of position i; order[t] is the position predicted at "
-           "step t, so the step of position i is its place in order (invert the permutation)",
-           lambda: (order[None, :] < order[:, None],))
-    yield ("rows and columns indexed by step in the order instead of by position; mask[i, j] is about "
-           "positions i and j", lambda: (step[None, :] < step[:, None],))
-    yield "the mask is transposed: row i must list what position i may see", lambda: (rank[None, :] > rank[:, None],)
-    yield ("an inverted mask: True marks the blocked positions, but in this course True means allowed",
-           lambda: (~(rank[None, :] < rank[:, None]),))
-
-
-def check_permutation_mask(fn, hidden=False):
-    """Check a NumPy `permutation_mask(order)`: i sees j when j comes earlier in the order (XLNet)."""
-    run_check("check_permutation_mask", fn, _permutation_cases(hidden), arg_names=("order",),
-              reference=lambda case: ref.permutation_mask(case.data["order"]),
-              judge=lambda case, got, expected: judge_bool_mask(got, expected,
-                                                            _permutation_mistakes(case.data["order"])),
-              seal=PERMUTATION_SEAL)

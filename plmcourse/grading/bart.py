@@ -1,0 +1,243 @@
+"""Checks for notebook 06, BART and friends: text infilling and the attention masks of UniLM and XLNet.
+
+    check_text_infilling     text_infilling(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0), NumPy
+    check_prefix_lm_mask     prefix_lm_mask(n, prefix_len), NumPy bool
+    check_permutation_mask   permutation_mask(order), NumPy bool
+
+The masks are compared with `plmcourse.ref`. text_infilling is random, so it cannot
+be compared value by value, since every correct answer draws its random numbers in
+its own order; it is judged by invariants that any correct answer satisfies (tokens
+never moved, each span one mask), by statistics on large samples and by two calls
+with the same seed, which must agree (the seed helpers of `plmcourse.grading.bert`,
+which judges mlm_mask the same way). Every failure names the rule that was broken.
+"""
+
+import math
+
+import numpy as np
+
+from plmcourse import ref
+from plmcourse.grading.bert import _integer_array, _Memory, _seed_problem
+from plmcourse.grading.core import Case, judge_bool_mask, protect_course_references, run_check
+
+__all__ = [
+    "check_text_infilling",
+    "check_prefix_lm_mask",
+    "check_permutation_mask",
+]
+
+protect_course_references()
+
+
+# ============================================================================
+# text_infilling(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0), NumPy, one sequence
+
+INFILLING_SEAL = [(ref.text_infilling, "plmcourse.ref.text_infilling")]
+FIRST_ID = 5  # tokens are FIRST_ID, FIRST_ID + 1, ...: all different, so the output can be aligned
+
+
+def _infilling_case(seed, n, mask_id=1, mask_ratio=None, poisson_lambda=None, statistics=False, key=None,
+                    same_as=None, differs_from=None):
+    tokens = FIRST_ID + np.arange(n, dtype=np.int64)
+    kwargs = {}
+    if mask_ratio is not None:
+        kwargs["mask_ratio"] = mask_ratio
+    if poisson_lambda is not None:
+        kwargs["poisson_lambda"] = poisson_lambda
+    label = f"seed {seed}: {n} tokens (ids {FIRST_ID}..{FIRST_ID + n - 1}), mask_id={mask_id}" + "".join(
+        f", {k}={v}" for k, v in kwargs.items())
+    if same_as:
+        label += ", the same seed as an earlier case"
+    if differs_from:
+        label += ", another seed"
+    data = {"n": n, "mask_id": mask_id, "ratio": 0.3 if mask_ratio is None else mask_ratio,
+            "lam": 3.0 if poisson_lambda is None else poisson_lambda, "seed_key": key or f"infill{seed}"}
+    if same_as:
+        data["same_as"] = same_as
+    if differs_from:
+        data["differs_from"] = differs_from
+    return Case(label, (tokens, np.random.default_rng(seed), mask_id), kwargs,
+                tags=frozenset({"statistics"} if statistics else ()), data=data)
+
+
+def _infilling_cases(hidden):
+    cases = [
+        _infilling_case(50, 20000, statistics=True),
+        _infilling_case(51, 20000, mask_ratio=0.2, poisson_lambda=1.0, statistics=True),
+        _infilling_case(52, 12, key="small"),
+        _infilling_case(52, 12, key="small again", same_as="small"),
+        _infilling_case(53, 12, key="other", differs_from="small"),
+        _infilling_case(54, 40, mask_id=3, mask_ratio=0.5),
+    ]
+    if hidden:
+        cases += [
+            _infilling_case(150, 30000, mask_ratio=0.5, statistics=True),
+            _infilling_case(151, 20000, mask_ratio=0.15, poisson_lambda=2.0, mask_id=0, statistics=True),
+            _infilling_case(152, 20, mask_ratio=0.0),
+            _infilling_case(153, 1),
+            _infilling_case(154, 30, mask_ratio=1.0),
+        ]
+    return cases
+
+
+def _align(out, n, mask_id):
+    """Runs of masks between kept tokens: [(masks, removed tokens)], or a problem string."""
+    kept = out[out != mask_id]
+    if kept.size and (np.any(np.diff(kept) <= 0) or kept.min() < FIRST_ID or kept.max() >= FIRST_ID + n):
+        if kept.min() < FIRST_ID or kept.max() >= FIRST_ID + n:
+            bad = kept[(kept < FIRST_ID) | (kept >= FIRST_ID + n)][0]
+            return f"the output contains {bad}, which is neither the mask id nor a token of the input"
+        return ("the tokens that are not masked are out of their original order or repeated; text "
+                "infilling only replaces spans, it never moves tokens")
+    runs, masks, previous = [], 0, -1
+    for value in out.tolist() + [None]:
+        if value == mask_id:
+            masks += 1
+            continue
+        index = n if value is None else value - FIRST_ID
+        if value is not None and not 0 <= index < n:
+            return f"the output contains {value}, which is neither the mask id nor a token of the input"
+        if index <= previous:
+            return ("the tokens that are not masked are out of their original order or repeated; text "
+                    "infilling only replaces spans, it never moves tokens")
+        removed = index - previous - 1
+        if masks or removed:
+            runs.append((masks, removed))
+        if removed and not masks:
+            first = FIRST_ID + previous + 1
+            return (f"tokens {first}..{first + removed - 1} were removed without a mask in their place; "
+                    f"every span must leave one mask token (removing it silently is token deletion)")
+        masks, previous = 0, index
+    return runs
+
+
+def _judge_infilling(case, got, memory):
+    problem = _integer_array(got, "the result")
+    if problem:
+        return problem
+    if got.ndim != 1:
+        return f"the result has shape {got.shape}, expected one sequence (1-D)"
+    d = case.data
+    n, mask_id, ratio, lam = d["n"], d["mask_id"], d["ratio"], d["lam"]
+    runs = _align(got, n, mask_id)
+    if isinstance(runs, str):
+        return runs
+    removed = sum(r for _, r in runs)
+    masks = sum(m for m, _ in runs)
+    problem = _seed_problem(case, (got,), memory)
+    if problem:
+        return problem
+    if ratio == 0.0 and (removed or masks):
+        return "with mask_ratio=0 nothing may be removed and no mask inserted"
+    if ratio == 1.0 and removed != n:
+        return f"with mask_ratio=1 every token must be covered, but {n - removed} remain"
+    if "statistics" not in case.tags:
+        if abs(removed - round(ratio * n)) > max(2, 0.1 * n) and n >= 10:
+            return (f"{removed} of the {n} tokens were removed, expected about round(mask_ratio * n) = "
+                    f"{round(ratio * n)}")
+        return None
+    fraction = removed / n
+    if abs(fraction - ratio) > 0.02:
+        return (f"{fraction:.3f} of the tokens were removed, expected mask_ratio = {ratio} +- 0.02 "
+                f"(spans are drawn until round(mask_ratio * n) tokens are covered; they never overlap)")
+    mean_length = removed / max(1, masks)
+    if lam >= 2 and mean_length < 1.3:
+        return (f"each mask stands for {mean_length:.2f} tokens on average: it looks as if every removed "
+                f"token got its own mask, but a whole span, however long, becomes ONE mask token")
+    if not 0.8 * lam <= mean_length <= 1.17 * lam:
+        return (f"spans are {mean_length:.2f} tokens long on average (zero-length spans included), expected "
+                f"about poisson_lambda = {lam}: draw each length with rng.poisson(poisson_lambda)")
+    # A mask run with fewer removed tokens than masks holds at least (masks - removed) zero-length
+    # spans. The count misses insertions next to a span, more of them the more is covered.
+    zero = sum(max(0, m - r) for m, r in runs) / max(1, masks)
+    if zero < 0.2 * math.exp(-lam) * (1 - ratio) ** 2:
+        return (f"only {zero:.3f} of the masks were inserted where nothing was removed, expected about "
+                f"{math.exp(-lam):.3f} (the probability of a Poisson({lam}) length of 0): a span of length 0 "
+                f"must still insert one mask token")
+    if zero > min(0.6, 2.5 * math.exp(-lam)):
+        return (f"{zero:.3f} of the masks were inserted where nothing was removed, expected about "
+                f"{math.exp(-lam):.3f} (the probability of a Poisson({lam}) length of 0)")
+    return None
+
+
+def check_text_infilling(fn, hidden=False):
+    """Check a NumPy `text_infilling(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0)`."""
+    memory = _Memory()
+    run_check("check_text_infilling", fn, _infilling_cases(hidden), arg_names=("tokens", "rng", "mask_id"),
+              reference=lambda case: None,
+              judge=lambda case, got, expected: _judge_infilling(case, got, memory),
+              seal=INFILLING_SEAL)
+
+
+# ============================================================================
+# prefix_lm_mask(n, prefix_len) and permutation_mask(order), NumPy bool
+
+PREFIX_SEAL = [(ref.prefix_lm_mask, "plmcourse.ref.prefix_lm_mask")]
+PERMUTATION_SEAL = [(ref.permutation_mask, "plmcourse.ref.permutation_mask")]
+
+
+def _prefix_cases(hidden):
+    sizes = [(6, 3), (4, 0), (4, 4), (1, 0), (1, 1), (5, 2)]
+    if hidden:
+        sizes += [(13, 5), (32, 10), (6, 6), (6, 1), (9, 8)]
+    return [Case(f"n={n}, prefix_len={p}", (n, p), data={"n": n, "p": p}) for n, p in sizes]
+
+
+def _prefix_mistakes(n, p):
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    causal = j <= i
+    yield ("a prefix position sees the target, but only the target looks at the prefix, not the other way round",
+           lambda: (causal | (j < p) | (i < p),))
+    yield "a plain causal mask: prefix_len is ignored", lambda: (causal,)
+    yield "True above the diagonal: the mask is transposed", lambda: ((j >= i) | (i < p),)
+    yield ("a prefix of prefix_len - 1 positions: positions 0..prefix_len-1 are the prefix",
+           lambda: (causal | (j < p - 1),))
+    yield "a prefix of prefix_len + 1 positions", lambda: (causal | (j < p + 1),)
+    yield ("the diagonal is False, but a position may attend to itself",
+           lambda: ((j < i) | ((j < p) & (i < p)) | ((j < p) & (i >= p)),))
+    yield ("an inverted mask: True marks the blocked positions, but in this course True means allowed",
+           lambda: (~(causal | (j < p)),))
+    yield "a mask that blocks nothing (all True)", lambda: (np.ones((n, n), dtype=bool),)
+
+
+def check_prefix_lm_mask(fn, hidden=False):
+    """Check a NumPy `prefix_lm_mask(n, prefix_len)`: bidirectional prefix, causal rest (UniLM)."""
+    run_check("check_prefix_lm_mask", fn, _prefix_cases(hidden), arg_names=("n", "prefix_len"),
+              reference=lambda case: ref.prefix_lm_mask(case.data["n"], case.data["p"]),
+              judge=lambda case, got, expected: judge_bool_mask(got, expected,
+                                                            _prefix_mistakes(case.data["n"], case.data["p"])),
+              seal=PREFIX_SEAL)
+
+
+def _permutation_cases(hidden):
+    orders = [[3, 0, 4, 1, 2], [0, 1, 2, 3, 4], [4, 3, 2, 1, 0], [1, 3, 0, 5, 2, 4], [0]]
+    if hidden:
+        rng = np.random.default_rng(160)
+        orders += [rng.permutation(10).tolist(), rng.permutation(16).tolist(), [1, 0], [3, 1, 4, 0, 2]]
+    return [Case(f"order={order}", (np.array(order),), data={"order": np.array(order)}) for order in orders]
+
+
+def _permutation_mistakes(order):
+    n = len(order)
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n)
+    step = np.arange(n)
+    yield ("position i also sees itself; predicting x_i, the query stream must not see x_i (seeing itself is "
+           "the content stream)", lambda: (rank[None, :] <= rank[:, None],))
+    yield ("order used as if order[i] were the step of position i; order[t] is the position predicted at "
+           "step t, so the step of position i is its place in order (invert the permutation)",
+           lambda: (order[None, :] < order[:, None],))
+    yield ("rows and columns indexed by step in the order instead of by position; mask[i, j] is about "
+           "positions i and j", lambda: (step[None, :] < step[:, None],))
+    yield "the mask is transposed: row i must list what position i may see", lambda: (rank[None, :] > rank[:, None],)
+    yield ("an inverted mask: True marks the blocked positions, but in this course True means allowed",
+           lambda: (~(rank[None, :] < rank[:, None]),))
+
+
+def check_permutation_mask(fn, hidden=False):
+    """Check a NumPy `permutation_mask(order)`: i sees j when j comes earlier in the order (XLNet)."""
+    run_check("check_permutation_mask", fn, _permutation_cases(hidden), arg_names=("order",),
+              reference=lambda case: ref.permutation_mask(case.data["order"]),
+              judge=lambda case, got, expected: judge_bool_mask(got, expected,
+                                                            _permutation_mistakes(case.data["order"])),
+              seal=PERMUTATION_SEAL)

@@ -1,0 +1,268 @@
+"""Checks for notebook 05, GPT: the causal LM loss and the decoding filters top-k and top-p.
+
+    check_causal_lm_loss   causal_lm_loss(logits, tokens, ignore_index=-100), PyTorch: the shift is inside
+    check_top_k_filter     top_k_filter(logits, k), PyTorch
+    check_top_p_filter     top_p_filter(logits, p), PyTorch
+
+The loss is compared with torch.nn.functional.cross_entropy on the shifted targets,
+gradients included, by the loss machinery of `plmcourse.grading.bert` (notebook 04's
+mlm_loss is checked the same way); the filters with `plmcourse.ref`. Every failure
+names the rule that was broken.
+"""
+
+import numpy as np
+import torch
+
+from plmcourse import nn as course_nn
+from plmcourse import ref
+from plmcourse.grading.bert import LOSS_SEAL, _explain_loss_error, _judge_loss, _loss_case, _reference_loss
+from plmcourse.grading.core import (
+    Case,
+    compare,
+    expect_array,
+    first_match,
+    protect_course_references,
+    run_check,
+    to_numpy,
+)
+
+__all__ = [
+    "check_causal_lm_loss",
+    "check_top_k_filter",
+    "check_top_p_filter",
+]
+
+protect_course_references()
+
+
+# ============================================================================
+# causal_lm_loss(logits, tokens, ignore_index=-100), PyTorch
+
+
+def _causal_cases(hidden, device):
+    cases = [
+        _loss_case(20, (2, 6, 11), device, causal=True, ignored=0.0),
+        _loss_case(21, (3, 5, 7), device, causal=True, ignored=0.0),
+        _loss_case(22, (2, 7, 9), device, causal=True, padded=True),
+        _loss_case(23, (2, 5, 8), device, causal=True, ignored=0.0, dtype=torch.float32),
+        _loss_case(24, (2, 6, 6), device, causal=True, ignored=0.0, scale=1000.0),
+    ]
+    if hidden:
+        cases += [
+            _loss_case(120, (4, 9, 13), device, causal=True, padded=True),
+            _loss_case(121, (8, 10), device, causal=True, ignored=0.0),
+            _loss_case(122, (2, 2, 5, 10), device, causal=True, ignored=0.0, dtype=torch.float32),
+            _loss_case(123, (3, 7, 7), device, causal=True, ignored=0.0),
+            _loss_case(124, (5, 2, 4), device, causal=True, ignored=0.0),
+        ]
+    return cases
+
+
+def check_causal_lm_loss(fn, hidden=False, device=None):
+    """Check a PyTorch `causal_lm_loss(logits, tokens, ignore_index=-100)`: the shift happens inside."""
+    device = torch.device("cpu" if device is None else device)
+    run_check("check_causal_lm_loss", fn, _causal_cases(hidden, device), arg_names=("logits", "tokens"),
+              reference=_reference_loss, judge=lambda c, g, e: _judge_loss(c, g, e, "causal_lm_loss"),
+              seal=LOSS_SEAL, explain_error=_explain_loss_error)
+
+
+# ============================================================================
+# top_k_filter(logits, k) and top_p_filter(logits, p), PyTorch
+
+TOP_K_SEAL = [(ref.top_k_filter, "plmcourse.ref.top_k_filter"), (course_nn.top_k_filter, "plmcourse.nn.top_k_filter"),
+              (course_nn.sample_next, "plmcourse.nn.sample_next")]
+TOP_P_SEAL = [(ref.top_p_filter, "plmcourse.ref.top_p_filter"), (course_nn.top_p_filter, "plmcourse.nn.top_p_filter"),
+              (course_nn.sample_next, "plmcourse.nn.sample_next")]
+
+
+def _distinct_logits(rng, shape, scale):
+    """Logits whose values in each row are all different (so the top k are unambiguous)."""
+    V = shape[-1]
+    base = np.argsort(rng.random(shape), axis=-1).astype(np.float64)  # a permutation of 0..V-1 per row
+    return (base + 0.5 * rng.random(shape)) * (scale / V) - scale / 2
+
+
+def _filter_case(seed, shape, device, k=None, p=None, dtype=torch.float64, scale=6.0, neg_inf=False):
+    rng = np.random.default_rng(seed)
+
+    def draw():
+        logits = _distinct_logits(rng, shape, scale)
+        if neg_inf:
+            logits[..., 0] = -np.inf
+        return logits
+
+    logits = draw()
+    if p is not None:  # no prefix mass may lie within 1e-3 of p: the kept set is then unambiguous
+        while not _clear_of(logits, p):
+            logits = draw()
+    label = f"seed {seed}: logits of shape {shape}, {str(dtype).replace('torch.', '')}, " + \
+        (f"k={k}" if p is None else f"p={p}") + (", column 0 already -inf" if neg_inf else "")
+    logits_t = torch.tensor(logits, dtype=dtype, device=device)
+    return Case(label, (logits_t, k if p is None else p),
+                data={"logits": to_numpy(logits_t).astype(np.float64), "k": k, "p": p, "dtype": dtype})
+
+
+def _clear_of(logits, p):
+    probs = ref.softmax(logits, axis=-1)
+    sorted_probs = -np.sort(-probs, axis=-1)
+    before = np.cumsum(sorted_probs, axis=-1) - sorted_probs
+    return bool(np.all(np.abs(before - p) > 1e-3)) if p < 1 else True
+
+
+def _top_k_cases(hidden, device):
+    cases = [
+        _filter_case(30, (5, 10), device, k=3),
+        _filter_case(31, (2, 8), device, k=1),
+        _filter_case(32, (2, 6), device, k=6),
+        _filter_case(33, (2, 7), device, k=0),
+        _filter_case(34, (4, 12), device, k=5, dtype=torch.float32),
+    ]
+    if hidden:
+        cases += [
+            _filter_case(130, (2, 3, 12), device, k=4),
+            _filter_case(131, (5, 50), device, k=7, scale=200.0),
+            _filter_case(132, (1, 9), device, k=8),
+            _filter_case(133, (3, 10), device, k=2, neg_inf=True),
+            _filter_case(134, (2, 5), device, k=12),
+        ]
+    return cases
+
+
+def _top_p_cases(hidden, device):
+    cases = [
+        _filter_case(40, (3, 10), device, p=0.5),
+        _filter_case(41, (3, 10), device, p=0.9),
+        _filter_case(42, (2, 8), device, p=0.05),
+        _filter_case(43, (2, 8), device, p=1.0),
+        _filter_case(44, (4, 12), device, p=0.7, dtype=torch.float32),
+    ]
+    if hidden:
+        cases += [
+            _filter_case(140, (2, 3, 12), device, p=0.6),
+            _filter_case(141, (5, 40), device, p=0.95, scale=10.0),
+            _filter_case(142, (3, 10), device, p=0.8, neg_inf=True),
+            _filter_case(143, (2, 30), device, p=0.3, scale=30.0),
+            _filter_case(144, (1, 6), device, p=0.999),
+        ]
+    return cases
+
+
+def _top_k_mistakes(logits, k):
+    """(description, compute) with compute() -> (bool array: True where the answer has -inf,)."""
+    V = logits.shape[-1]
+    order = np.argsort(-logits, axis=-1, kind="stable")
+
+    def removed(indices):
+        kept = np.zeros(logits.shape, dtype=bool)
+        np.put_along_axis(kept, indices, True, axis=-1)
+        return (~kept | np.isneginf(logits),)
+
+    if 0 < k < V:
+        yield "the k SMALLEST logits kept instead of the k largest", lambda: removed(order[..., V - k:])
+        yield "k + 1 logits kept (> vs >= at the k-th value?)", lambda: removed(order[..., :k + 1])
+        if k > 1:
+            yield "k - 1 logits kept", lambda: removed(order[..., :k - 1])
+    if logits.ndim >= 2 and 0 < k < logits.shape[0]:
+        yield ("the top k taken along the first axis (dim=0); the vocabulary is the LAST axis",
+               lambda: (np.argsort(np.argsort(-logits, axis=0, kind="stable"), axis=0) >= k,))
+
+
+def _top_p_mistakes(logits, p):
+    """(description, compute) with compute() -> (bool array: True where the answer has -inf,)."""
+    probs = ref.softmax(logits, axis=-1)
+    order = np.argsort(-probs, axis=-1, kind="stable")
+    sorted_probs = np.take_along_axis(probs, order, axis=-1)
+    cumulative = np.cumsum(sorted_probs, axis=-1)
+
+    def removed(keep_sorted, unsort=True):
+        if not unsort:  # the mask made in sorted order and applied to the unsorted logits
+            return (~keep_sorted,)
+        kept = np.zeros(logits.shape, dtype=bool)
+        np.put_along_axis(kept, order, keep_sorted, axis=-1)
+        return (~kept,)
+
+    yield ("the token that takes the mass past p removed too (cumulative <= p); keep a token while the "
+           "mass BEFORE it is below p, so that the kept mass reaches p", lambda: removed(cumulative <= p))
+    yield ("the mask computed in sorted order but applied to the logits in their original order; map it "
+           "back to the original positions (e.g. with scatter)",
+           lambda: removed(cumulative - sorted_probs < p, unsort=False))
+    ascending = np.argsort(probs, axis=-1, kind="stable")
+    asc_sorted = np.take_along_axis(probs, ascending, axis=-1)
+
+    def ascending_removed():
+        kept = np.zeros(logits.shape, dtype=bool)
+        np.put_along_axis(kept, ascending, np.cumsum(asc_sorted, axis=-1) - asc_sorted < p, axis=-1)
+        return (~kept,)
+
+    yield "probabilities sorted in increasing order; the nucleus starts from the MOST likely token", ascending_removed
+    yield ("the cumulative sum taken over the unsorted probabilities; sort them in decreasing order first",
+           lambda: (np.cumsum(probs, axis=-1) - probs >= p,))
+
+
+def _judge_filter(case, got, expected, mistakes):
+    problem = expect_array(got, "the result", kind="torch")
+    if problem:
+        return problem
+    logits_t = case.args[0]
+    if tuple(got.shape) != tuple(logits_t.shape):
+        return (f"the result has shape {tuple(got.shape)}, expected {tuple(logits_t.shape)} (the shape of "
+                f"the logits: removed entries are set to -inf, not dropped)")
+    if got.dtype == torch.bool:
+        return ("the result is a boolean mask; return the logits with the removed entries set to "
+                "float('-inf')")
+    if not got.is_floating_point():
+        return f"the result has dtype {got.dtype}, expected the logits' floating-point dtype"
+    got_np = to_numpy(got).astype(np.float64)
+    logits = case.data["logits"]
+    if np.any(np.isnan(got_np)):
+        return "the result contains NaN"
+    removed = ~np.isneginf(logits) & np.isneginf(expected)
+    with np.errstate(invalid="ignore"):
+        kept_ok = np.isneginf(got_np) | (got_np == logits) | (np.abs(got_np - logits) <= 1e-6 * (1 + np.abs(logits)))
+    if not np.isneginf(got_np).any() and removed.any():
+        finite_low = got_np[removed]
+        rows_sum_to_one = np.all(np.abs(got_np.sum(axis=-1) - 1.0) < 1e-5)
+        if rows_sum_to_one and np.all((got_np >= 0) & (got_np <= 1)):
+            return ("the result looks like probabilities; return the filtered logits, not their softmax "
+                    "(some kept entries differ from the input logits)")
+        if np.all(finite_low == 0):
+            return ("the removed entries are 0, but a logit of 0 is still a likely token; set them to "
+                    "float('-inf') so that the softmax gives them probability exactly 0")
+        if np.all(finite_low < -1e8):
+            return ("the removed entries are very negative numbers; set them to float('-inf') exactly "
+                    "(the course's convention)")
+    if not np.all(kept_ok):
+        return ("some kept entries differ from the input logits; keep the surviving logits unchanged (no "
+                "softmax, no renormalisation, no division by a temperature)")
+    problem = compare(np.isneginf(got_np), np.isneginf(expected), atol=0, rtol=0,
+                      what="the set of removed entries (True = -inf)")
+    if problem is None:
+        return None
+    if np.all(np.isneginf(got_np)):
+        return "every entry is -inf; the most likely token must always be kept"
+    mistake = first_match((np.isneginf(got_np),), mistakes, atol=0, rtol=0)
+    if mistake is None:
+        kept, want = (~np.isneginf(got_np)).sum(-1), (~np.isneginf(expected)).sum(-1)
+        detail = f" (kept per row: {kept.reshape(-1).tolist()}, expected {want.reshape(-1).tolist()})"
+        return problem + detail
+    return f"{problem}; it matches {mistake}"
+
+
+def check_top_k_filter(fn, hidden=False, device=None):
+    """Check a PyTorch `top_k_filter(logits, k)`: keep the k largest per row (last axis), others -inf."""
+    device = torch.device("cpu" if device is None else device)
+    run_check("check_top_k_filter", fn, _top_k_cases(hidden, device), arg_names=("logits", "k"),
+              reference=lambda case: ref.top_k_filter(case.data["logits"], case.data["k"]),
+              judge=lambda case, got, expected: _judge_filter(
+                  case, got, expected, _top_k_mistakes(case.data["logits"], case.data["k"])),
+              seal=TOP_K_SEAL)
+
+
+def check_top_p_filter(fn, hidden=False, device=None):
+    """Check a PyTorch `top_p_filter(logits, p)`: keep the smallest most-likely set with mass >= p."""
+    device = torch.device("cpu" if device is None else device)
+    run_check("check_top_p_filter", fn, _top_p_cases(hidden, device), arg_names=("logits", "p"),
+              reference=lambda case: ref.top_p_filter(case.data["logits"], case.data["p"]),
+              judge=lambda case, got, expected: _judge_filter(
+                  case, got, expected, _top_p_mistakes(case.data["logits"], case.data["p"])),
+              seal=TOP_P_SEAL)

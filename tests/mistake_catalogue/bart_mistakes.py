@@ -1,0 +1,264 @@
+"""Right and wrong answers to the exercises of notebook 06 (BART and friends), as data for tests/test_grading_bart.py.
+
+For each check: CORRECT, a list of (name, function) that must pass, written in
+different styles; and MISTAKES, a list of (name, function, fragment): the check must
+fail with a message containing `fragment`. Adding a mistake is one entry.
+"""
+
+import plmcourse  # noqa: F401  (first: sets OMP_WAIT_POLICY before numpy/torch load)
+
+import random
+
+import numpy as np
+
+from plmcourse import ref
+
+
+# ============================================================================
+# text_infilling(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0)
+
+
+def infill_window(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
+    """Draw among the starts where the whole span is still free (a running sum of the free tokens)."""
+    n = len(tokens)
+    budget = int(round(mask_ratio * n))
+    covered = np.zeros(n, dtype=bool)
+    starts = np.zeros(n, dtype=bool)
+    inserts = np.zeros(n + 1, dtype=int)
+    while covered.sum() < budget:
+        length = min(rng.poisson(poisson_lambda), budget - covered.sum())
+        if length == 0:
+            inserts[rng.integers(n + 1)] += 1
+            continue
+        free = np.concatenate([[0], np.cumsum(~covered)])
+        ok = np.flatnonzero(free[length:] - free[:-length] == length)
+        while len(ok) == 0:
+            length -= 1
+            ok = np.flatnonzero(free[length:] - free[:-length] == length)
+        s = rng.choice(ok)
+        covered[s:s + length] = True
+        starts[s] = True
+    out = []
+    for i in range(n + 1):
+        out += [mask_id] * inserts[i]
+        if i < n and (starts[i] or not covered[i]):
+            out.append(mask_id if starts[i] else tokens[i])
+    return np.array(out, dtype=tokens.dtype)
+
+
+def infill_retry(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
+    """Draw any start and try again on an overlap; single tokens once retries keep failing."""
+    tokens = list(tokens)
+    n = len(tokens)
+    budget = round(mask_ratio * n)
+    spans, inserts, covered = {}, [], set()
+    misses = 0
+    while len(covered) < budget:
+        length = min(int(rng.poisson(poisson_lambda)), budget - len(covered))
+        if length == 0:
+            inserts.append(int(rng.integers(0, n + 1)))
+            continue
+        if misses > 50:
+            length = 1
+        start = int(rng.integers(0, n - length + 1))
+        positions = set(range(start, start + length))
+        if positions & covered:
+            misses += 1
+            continue
+        misses = 0
+        spans[start] = length
+        covered |= positions
+    out = []
+    for i in range(n + 1):
+        out += [mask_id] * inserts.count(i)
+        if i < n:
+            if i in spans:
+                out.append(mask_id)
+            elif i not in covered:
+                out.append(tokens[i])
+    return np.array(out, dtype=np.int64)
+
+
+def infill_token_masking(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
+    """Every removed token gets its own mask."""
+    out = tokens.copy()
+    n = len(tokens)
+    covered = np.zeros(n, dtype=bool)
+    while covered.sum() < round(mask_ratio * n):
+        length = max(1, min(rng.poisson(poisson_lambda), round(mask_ratio * n) - covered.sum()))
+        s = rng.integers(0, n - length + 1)
+        if not covered[s:s + length].any():
+            covered[s:s + length] = True
+    out[covered] = mask_id
+    return out
+
+
+def infill_deletion(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
+    out = infill_window(tokens, rng, mask_id, mask_ratio, poisson_lambda)
+    return out[out != mask_id]
+
+
+def infill_no_zero_length(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
+    n = len(tokens)
+    budget = round(mask_ratio * n)
+    covered = np.zeros(n, dtype=bool)
+    starts = np.zeros(n, dtype=bool)
+    while covered.sum() < budget:
+        length = min(rng.poisson(poisson_lambda), budget - covered.sum())
+        if length == 0:
+            continue  # the mistake: a zero-length span inserts nothing
+        s = rng.integers(0, n - length + 1)
+        if covered[s:s + length].any():
+            continue
+        covered[s:s + length] = True
+        starts[s] = True
+    keep = starts | ~covered
+    return np.where(starts, mask_id, tokens)[keep]
+
+
+def infill_ignores_lambda(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
+    return infill_window(tokens, rng, mask_id, mask_ratio, 3.0)
+
+
+def infill_ignores_ratio(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
+    return infill_window(tokens, rng, mask_id, 0.3, poisson_lambda)
+
+
+def infill_global_random(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
+    return infill_window(tokens, np.random.default_rng(random.randrange(2**32)), mask_id, mask_ratio,
+                         poisson_lambda)
+
+
+def infill_own_generator(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
+    return infill_window(tokens, np.random.default_rng(7), mask_id, mask_ratio, poisson_lambda)
+
+
+def infill_overlapping_merge(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
+    """Lengths first, starts anywhere: overlapping spans merge and cover too little."""
+    n = len(tokens)
+    budget = round(mask_ratio * n)
+    lengths = []
+    while sum(lengths) < budget:
+        lengths.append(int(rng.poisson(poisson_lambda)))
+    covered = np.zeros(n, dtype=bool)
+    for length in lengths:
+        if length:
+            s = rng.integers(0, max(1, n - length + 1))
+            covered[s:s + length] = True
+    first = covered & ~np.concatenate([[False], covered[:-1]])
+    return np.where(first, mask_id, tokens)[first | ~covered]
+
+
+def infill_shuffled(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
+    out = infill_window(tokens, rng, mask_id, mask_ratio, poisson_lambda)
+    return out[::-1].copy()
+
+
+def infill_list(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
+    return infill_window(tokens, rng, mask_id, mask_ratio, poisson_lambda).tolist()
+
+
+def infill_ref(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
+    return ref.text_infilling(tokens, rng, mask_id, mask_ratio, poisson_lambda)
+
+
+INFILLING_CORRECT = [("free windows", infill_window), ("retry on overlap", infill_retry)]
+
+INFILLING_MISTAKES = [
+    ("a mask per token", infill_token_masking, "every removed token got its own mask"),
+    ("token deletion", infill_deletion, "without a mask in their place"),
+    ("no zero-length spans", infill_no_zero_length, "a span of length 0 must still insert one mask"),
+    ("ignores poisson_lambda", infill_ignores_lambda, "expected about poisson_lambda = 1.0"),
+    ("ignores mask_ratio", infill_ignores_ratio, "expected mask_ratio = 0.2"),
+    ("overlapping spans merge", infill_overlapping_merge, "they never overlap"),
+    ("the global random state", infill_global_random, "same seed gave different results"),
+    ("a generator of its own", infill_own_generator, "another seed gave exactly the same result"),
+    ("order changed", infill_shuffled, "out of their original order"),
+    ("returns a list", infill_list, "the result is a list"),
+    ("calls plmcourse.ref.text_infilling", infill_ref, "calls plmcourse.ref.text_infilling; write it yourself"),
+]
+
+
+# ============================================================================
+# prefix_lm_mask(n, prefix_len), permutation_mask(order)
+
+
+def prefix_broadcast(n, prefix_len):
+    i = np.arange(n)[:, None]
+    j = np.arange(n)[None, :]
+    return (j <= i) | (j < prefix_len)
+
+
+def prefix_tril(n, prefix_len):
+    mask = np.tril(np.ones((n, n), dtype=bool))
+    mask[:, :prefix_len] = True
+    return mask
+
+
+def prefix_loops(n, prefix_len):
+    mask = np.zeros((n, n), dtype=bool)
+    for i in range(n):
+        for j in range(n):
+            mask[i, j] = j < prefix_len or j <= i
+    return mask
+
+
+PREFIX_CORRECT = [("broadcast", prefix_broadcast), ("tril + columns", prefix_tril), ("loops", prefix_loops)]
+
+PREFIX_MISTAKES = [
+    ("prefix sees the target", lambda n, p: prefix_broadcast(n, p) | (np.arange(n)[:, None] < p),
+     "a prefix position sees the target"),
+    ("plain causal", lambda n, p: np.tril(np.ones((n, n), dtype=bool)), "prefix_len is ignored"),
+    ("transposed", lambda n, p: prefix_broadcast(n, p).T, "transposed"),
+    ("prefix one too short", lambda n, p: prefix_broadcast(n, max(p - 1, 0)), "prefix_len - 1 positions"),
+    ("inverted", lambda n, p: ~prefix_broadcast(n, p), "an inverted mask"),
+    ("floats", lambda n, p: prefix_broadcast(n, p).astype(np.float64), "create it with dtype=bool"),
+    ("additive", lambda n, p: np.where(prefix_broadcast(n, p), 0.0, -np.inf), "additive float mask"),
+    ("calls plmcourse.ref.prefix_lm_mask", lambda n, p: ref.prefix_lm_mask(n, p),
+     "calls plmcourse.ref.prefix_lm_mask; write it yourself"),
+]
+
+
+def permutation_rank(order):
+    order = np.asarray(order)
+    rank = np.empty(len(order), dtype=int)
+    rank[order] = np.arange(len(order))
+    return rank[None, :] < rank[:, None]
+
+
+def permutation_argsort(order):
+    rank = np.argsort(order)
+    return rank[:, None] > rank[None, :]
+
+
+def permutation_loops(order):
+    n = len(order)
+    mask = np.zeros((n, n), dtype=bool)
+    for t, position in enumerate(order):
+        for earlier in order[:t]:
+            mask[position, earlier] = True
+    return mask
+
+
+PERMUTATION_CORRECT = [("ranks", permutation_rank), ("argsort", permutation_argsort), ("loops", permutation_loops)]
+
+PERMUTATION_MISTAKES = [
+    ("sees itself", lambda order: permutation_rank(order) | np.eye(len(order), dtype=bool),
+     "position i also sees itself"),
+    ("order used as rank", lambda order: np.asarray(order)[None, :] < np.asarray(order)[:, None],
+     "invert the permutation"),
+    ("indexed by step", lambda order: np.tril(np.ones((len(order), len(order)), dtype=bool), -1),
+     "indexed by step in the order"),
+    ("transposed", lambda order: permutation_rank(order).T, "transposed"),
+    ("inverted", lambda order: ~permutation_rank(order), "an inverted mask"),
+    ("integers", lambda order: permutation_rank(order).astype(int), "create it with dtype=bool"),
+    ("calls plmcourse.ref.permutation_mask", lambda order: ref.permutation_mask(order),
+     "calls plmcourse.ref.permutation_mask; write it yourself"),
+]
+
+
+CATALOGUE = {
+    "check_text_infilling": (INFILLING_CORRECT, INFILLING_MISTAKES),
+    "check_prefix_lm_mask": (PREFIX_CORRECT, PREFIX_MISTAKES),
+    "check_permutation_mask": (PERMUTATION_CORRECT, PERMUTATION_MISTAKES),
+}

@@ -1,0 +1,123 @@
+"""plmcourse.grading.bart (notebook 06): right answers pass, every catalogued mistake fails with its
+hint, and the checks hold up against delegation, monkey-patching and cached answers.
+
+The seeds of the statistical cases are shifted in tests/test_grading_bert.py, with notebook 04's."""
+
+import plmcourse  # noqa: F401  (first: sets OMP_WAIT_POLICY before numpy/torch load)
+
+import builtins
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from mistake_catalogue import catalogue_tests, failure, find_mistake
+from mistake_catalogue.bart_mistakes import CATALOGUE, infill_window, permutation_rank
+from plmcourse import ref
+from plmcourse.grading import CheckFailed, check_permutation_mask, check_text_infilling
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+def mistake(check_name, name):
+    return find_mistake(CATALOGUE, check_name, name)
+
+
+# ----------------------------------------------------------------------------
+# The catalogue
+
+
+(test_correct_implementation_passes, test_mistake_fails_with_its_hint,
+ test_mistake_also_fails_the_hidden_cases) = catalogue_tests(CATALOGUE)
+
+
+# ----------------------------------------------------------------------------
+# Sealing
+
+
+def test_the_seal_is_lifted_afterwards():
+    with pytest.raises(CheckFailed):
+        check_permutation_mask(lambda order: ref.permutation_mask(order))
+    assert not torch.overrides._get_current_function_mode_stack()
+    ref.permutation_mask([1, 0])
+
+
+# ----------------------------------------------------------------------------
+# Tampering
+
+
+def always_true(*args, **kwargs):
+    return True
+
+
+PATCHES = [
+    (np, "allclose", always_true),
+    (np, "isin", lambda *a, **k: np.zeros(np.shape(a[0]), dtype=bool)),
+    (np, "isneginf", lambda x: np.ones(np.shape(x), dtype=bool)),
+    (torch, "allclose", always_true),
+    (math, "isfinite", always_true),
+    (builtins, "abs", lambda x: 0),
+    (builtins, "all", always_true),
+    (builtins, "round", lambda x, *a: 0),
+]
+
+WRONG = [
+    (check_text_infilling, mistake("check_text_infilling", "a mask per token")),
+    (check_permutation_mask, mistake("check_permutation_mask", "sees itself")),
+]
+
+
+@pytest.mark.parametrize("check, wrong", WRONG, ids=[c.__name__ for c, _ in WRONG])
+def test_patched_functions_do_not_change_the_verdict(check, wrong):
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in PATCHES]
+    try:
+        for owner, name, fake in PATCHES:
+            setattr(owner, name, fake)
+        with pytest.raises(CheckFailed):
+            check(wrong)
+        assert np.allclose is always_true  # the notebook's own assignments are back afterwards
+    finally:
+        for owner, name, value in saved:
+            setattr(owner, name, value)
+
+
+def test_a_replaced_reference_does_not_change_the_verdict():
+    original = ref.permutation_mask
+    wrong = mistake("check_permutation_mask", "sees itself")
+    try:
+        ref.permutation_mask = wrong
+        with pytest.raises(CheckFailed, match="also sees itself"):
+            check_permutation_mask(wrong)
+    finally:
+        ref.permutation_mask = original
+
+
+def test_answers_that_remember_the_seed_case_cannot_fake_determinism():
+    """Returning a stored answer for a repeated call passes determinism, but not the other seed."""
+    store = {}
+
+    def student(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
+        key = (tokens.tobytes(), mask_id, mask_ratio, poisson_lambda)
+        if key not in store:
+            store[key] = infill_window(tokens, np.random.default_rng(0), mask_id, mask_ratio, poisson_lambda)
+        return store[key]
+
+    assert "another seed gave exactly the same result" in str(failure(check_text_infilling, student))
+
+
+# ----------------------------------------------------------------------------
+# What comes back
+
+
+def test_an_exception_is_named_and_chained():
+    def student(order):
+        raise ZeroDivisionError("boom")
+
+    error = failure(check_permutation_mask, student)
+    assert "your function raised ZeroDivisionError: boom" in str(error)
+    assert isinstance(error.__cause__, ZeroDivisionError)
+
+
+def test_permutation_check_accepts_the_three_styles():
+    check_permutation_mask(permutation_rank, hidden=True)
