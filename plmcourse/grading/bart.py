@@ -18,7 +18,7 @@ import numpy as np
 
 from plmcourse import ref
 from plmcourse.grading.bert import _integer_array, _Memory, _seed_problem
-from plmcourse.grading.core import Case, judge_bool_mask, protect_course_references, run_check
+from plmcourse.grading.core import Case, check, judge_bool_mask, run_check
 
 __all__ = [
     "check_text_infilling",
@@ -26,7 +26,6 @@ __all__ = [
     "check_permutation_mask",
 ]
 
-protect_course_references()
 
 
 # ============================================================================
@@ -160,6 +159,7 @@ def _judge_infilling(case, got, memory):
     return None
 
 
+@check
 def check_text_infilling(fn, hidden=False):
     """Check a NumPy `text_infilling(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0)`."""
     memory = _Memory()
@@ -200,6 +200,7 @@ def _prefix_mistakes(n, p):
     yield "a mask that blocks nothing (all True)", lambda: (np.ones((n, n), dtype=bool),)
 
 
+@check
 def check_prefix_lm_mask(fn, hidden=False):
     """Check a NumPy `prefix_lm_mask(n, prefix_len)`: bidirectional prefix, causal rest (UniLM)."""
     run_check("check_prefix_lm_mask", fn, _prefix_cases(hidden), arg_names=("n", "prefix_len"),
@@ -234,6 +235,7 @@ def _permutation_mistakes(order):
            lambda: (~(rank[None, :] < rank[:, None]),))
 
 
+@check
 def check_permutation_mask(fn, hidden=False):
     """Check a NumPy `permutation_mask(order)`: i sees j when j comes earlier in the order (XLNet)."""
     run_check("check_permutation_mask", fn, _permutation_cases(hidden), arg_names=("order",),

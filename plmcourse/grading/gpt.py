@@ -17,11 +17,11 @@ from plmcourse import nn as course_nn
 from plmcourse import ref
 from plmcourse.grading.bert import LOSS_SEAL, _explain_loss_error, _judge_loss, _loss_case, _reference_loss
 from plmcourse.grading.core import (
+    check,
     Case,
     compare,
     expect_array,
     first_match,
-    protect_course_references,
     run_check,
     to_numpy,
 )
@@ -32,7 +32,6 @@ __all__ = [
     "check_top_p_filter",
 ]
 
-protect_course_references()
 
 
 # ============================================================================
@@ -58,6 +57,7 @@ def _causal_cases(hidden, device):
     return cases
 
 
+@check
 def check_causal_lm_loss(fn, hidden=False, device=None):
     """Check a PyTorch `causal_lm_loss(logits, tokens, ignore_index=-100)`: the shift happens inside."""
     device = torch.device("cpu" if device is None else device)
@@ -248,6 +248,7 @@ def _judge_filter(case, got, expected, mistakes):
     return f"{problem}; it matches {mistake}"
 
 
+@check
 def check_top_k_filter(fn, hidden=False, device=None):
     """Check a PyTorch `top_k_filter(logits, k)`: keep the k largest per row (last axis), others -inf."""
     device = torch.device("cpu" if device is None else device)
@@ -258,6 +259,7 @@ def check_top_k_filter(fn, hidden=False, device=None):
               seal=TOP_K_SEAL)
 
 
+@check
 def check_top_p_filter(fn, hidden=False, device=None):
     """Check a PyTorch `top_p_filter(logits, p)`: keep the smallest most-likely set with mass >= p."""
     device = torch.device("cpu" if device is None else device)
