@@ -191,42 +191,6 @@ WRONG = [
 ]
 
 
-@pytest.mark.parametrize("check, wrong", WRONG, ids=[c.__name__ for c, _ in WRONG])
-def test_patched_comparisons_do_not_change_the_verdict(check, wrong):
-    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in PATCHES]
-    try:
-        for owner, name, fake in PATCHES:
-            setattr(owner, name, fake)
-        with pytest.raises(CheckFailed):
-            check(wrong)
-        # The notebook's own assignments are still in place after the check.
-        assert np.allclose is always_true and builtins.all is always_true
-    finally:
-        for owner, name, value in saved:
-            setattr(owner, name, value)
-
-
-def test_a_replaced_reference_does_not_change_the_verdict():
-    wrong = mistake("check_softmax", "normalised over the whole array")
-    original = ref.softmax
-    try:
-        ref.softmax = wrong  # the reference now agrees with the wrong answer
-        with pytest.raises(CheckFailed, match="whole array"):
-            check_softmax(wrong)
-    finally:
-        ref.softmax = original
-
-
-def test_a_replaced_numpy_function_does_not_change_the_expected_values():
-    original = np.tril
-    try:
-        np.tril = np.triu  # would make the reference's causal mask match a transposed one
-        with pytest.raises(CheckFailed, match="transposed"):
-            check_causal_mask(lambda n: np.triu(np.ones((n, n), dtype=bool)))
-    finally:
-        np.tril = original
-
-
 def test_cached_answers_fail_the_hidden_cases():
     seen = {}
 

@@ -68,31 +68,6 @@ WRONG = [
 ]
 
 
-@pytest.mark.parametrize("check, wrong", WRONG, ids=[c.__name__ for c, _ in WRONG])
-def test_patched_functions_do_not_change_the_verdict(check, wrong):
-    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in PATCHES]
-    try:
-        for owner, name, fake in PATCHES:
-            setattr(owner, name, fake)
-        with pytest.raises(CheckFailed):
-            check(wrong)
-        assert np.allclose is always_true  # the notebook's own assignments are back afterwards
-    finally:
-        for owner, name, value in saved:
-            setattr(owner, name, value)
-
-
-def test_a_replaced_reference_does_not_change_the_verdict():
-    original = ref.permutation_mask
-    wrong = mistake("check_permutation_mask", "sees itself")
-    try:
-        ref.permutation_mask = wrong
-        with pytest.raises(CheckFailed, match="also sees itself"):
-            check_permutation_mask(wrong)
-    finally:
-        ref.permutation_mask = original
-
-
 def test_answers_that_remember_the_seed_case_cannot_fake_determinism():
     """Returning a stored answer for a repeated call passes determinism, but not the other seed."""
     store = {}

@@ -153,24 +153,6 @@ WRONG = [
 ]
 
 
-@pytest.mark.parametrize("check, wrong", WRONG, ids=[c.__name__ for c, _ in WRONG])
-def test_patched_functions_do_not_change_the_verdict(check, wrong):
-    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in PATCHES]
-    try:
-        for owner, name, fake in PATCHES:
-            setattr(owner, name, fake)
-        with pytest.raises(CheckFailed):
-            check(wrong)
-        assert np.allclose is always_true  # the notebook's own assignments are back afterwards
-    finally:
-        for owner, name, value in saved:
-            setattr(owner, name, value)
-
-
-# ----------------------------------------------------------------------------
-# What comes back, and machine independence
-
-
 def test_checks_leave_the_random_generators_alone():
     torch_state, numpy_state = torch.get_rng_state(), np.random.get_state()
     check_mlm_mask(mlm_vectorised, hidden=True)

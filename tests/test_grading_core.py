@@ -1,47 +1,215 @@
-"""plmcourse.grading.core: a check refuses a verdict when a library was tampered with before it loaded."""
+"""plmcourse.grading.core and .wire: one engine, two places; the judge's side never runs student code.
 
-import subprocess
-import sys
-import textwrap
+The judge and the kernel are put on the two ends of a socketpair here, in threads, as
+`plmcourse grade autograde` puts them in two processes: what crosses is only what
+plmcourse.grading.wire lets through.
+"""
+
+import socket
+import threading
+
+import numpy as np
+import pytest
+import torch
 
 import plmcourse  # noqa: F401
+import plmcourse.grading as grading
+from plmcourse import ref
+from plmcourse.grading import core, wire
 
 
-def run(code, tmp_path):
-    # The patch lives in a file outside the libraries, as a notebook cell's code does.
-    script = tmp_path / "cell.py"
-    script.write_text(textwrap.dedent(code))
-    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+def judged(check_name, fn, hidden=True):
+    """(passed, sentence, flags, what the kernel showed) for `fn` checked through the wire."""
+    kernel_end, judge_end = socket.socketpair()
+    shown = {}
 
-
-def test_clean_import_sees_no_tampering():
-    from plmcourse.grading import core
-
-    assert core.TAMPERED == []
-
-
-def test_replacement_before_import_makes_every_check_refuse(tmp_path):
-    done = run("""
-        import plmcourse, numpy as np
-        np.allclose = lambda *a, **k: True          # before the checks are imported
-        from plmcourse.grading import check_causal_mask, CheckFailed
+    def kernel():
         try:
-            check_causal_mask(lambda n: np.tril(np.ones((n, n), dtype=bool)))
-        except CheckFailed as failure:
-            print(failure)
-    """, tmp_path)
-    assert "cannot give a verdict in this kernel: the notebook replaced numpy.allclose" in done.stdout
+            core.serve(kernel_end, check_name, fn, hidden)
+            shown["kernel"] = "passed"
+        except core.CheckFailed as failure:
+            shown["kernel"] = str(failure)
+
+    thread = threading.Thread(target=kernel)
+    thread.start()
+    announced = wire.receive(judge_end)
+    assert announced == {"check": check_name, "hidden": hidden}
+    remote = core.Remote(judge_end)
+    try:
+        getattr(grading, check_name)(remote, hidden=announced["hidden"])
+        passed, sentence = True, remote.passed
+    except core.CheckFailed as failure:
+        passed, sentence = False, str(failure)
+    wire.send(judge_end, {"verdict": {"passed": passed, "message": sentence}})
+    thread.join(timeout=60)
+    return passed, sentence, remote.flags, shown["kernel"]
 
 
-def test_replacement_after_import_is_undone_for_the_verdict(tmp_path):
-    done = run("""
-        import plmcourse, numpy as np
-        from plmcourse.grading import check_causal_mask, CheckFailed
-        np.allclose = lambda *a, **k: True          # after: pristine() puts the original back
-        np.equal = lambda *a, **k: np.True_
-        try:
-            check_causal_mask(lambda n: np.triu(np.ones((n, n), dtype=bool)))
-        except CheckFailed as failure:
-            print(failure)
-    """, tmp_path)
-    assert "check_causal_mask failed on case 1" in done.stdout and "np.triu" in done.stdout
+def honest_softmax(x, axis=-1):
+    m = np.max(x, axis=axis, keepdims=True)
+    e = np.exp(x - np.where(np.isneginf(m), 0, m))
+    s = e.sum(axis=axis, keepdims=True)
+    return np.divide(e, s, out=np.zeros_like(e), where=s > 0)
+
+
+# ----------------------------------------------------------------------------
+# wire
+
+
+@pytest.mark.parametrize("value", [
+    None, True, 3, -2 ** 63, 2.5, float("inf"), "wörd", [1, "a"], (1, (2.0,)), {"a": 1, 2: [3]}, {1, 2},
+    np.arange(6, dtype=np.int32).reshape(2, 3), np.float32(1.5), np.int64(7), np.zeros((0, 4)),
+    np.array([True, False]),
+])
+def test_wire_round_trip(value):
+    back = wire.decode(wire.encode(value))
+    if isinstance(value, np.ndarray):
+        assert type(back) is np.ndarray and back.dtype == value.dtype and np.array_equal(back, value)
+    elif isinstance(value, np.generic):
+        assert type(back) is type(value) and back == value
+    else:
+        assert back == value and type(back) is type(value)
+
+
+def test_wire_tensors_keep_dtype_and_identity_and_leaves_come_back_as_leaves():
+    x = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)
+    args, kwargs = wire.decode(wire.encode(((x, x, torch.tensor([1, 2])), {"m": x > 0})), grad_leaves=True)
+    assert args[0] is args[1] and args[0].requires_grad and args[0].dtype == torch.float64
+    assert torch.equal(args[0].detach(), x.detach()) and args[2].dtype == torch.int64
+    assert kwargs["m"].dtype == torch.bool and not kwargs["m"].requires_grad
+
+
+def test_wire_generator_state_travels():
+    rng = np.random.default_rng(5)
+    rng.random(3)
+    copy = wire.decode(wire.encode(rng))
+    assert np.array_equal(copy.random(4), rng.random(4))
+
+
+def test_a_subclass_arrives_as_the_plain_numbers_it_holds():
+    class Liar(np.ndarray):
+        def __array_ufunc__(self, *args, **kwargs):
+            return np.True_
+
+        def __eq__(self, other):
+            return True
+
+    back = wire.decode(wire.encode(np.zeros(3).view(Liar)))
+    assert type(back) is np.ndarray and not np.allclose(back, 1.0)
+
+
+def test_objects_that_cannot_travel_are_described_not_sent():
+    back = wire.decode(wire.encode([object(), np.array(["a"]), lambda: 1]))
+    assert all(isinstance(b, wire.Opaque) for b in back)
+    assert "dtype <U1" in back[1].description
+
+
+@pytest.mark.parametrize("doc", [
+    {"array": {"dtype": "object", "shape": [1], "bytes": ""}},
+    {"array": {"dtype": "float64", "shape": [2], "bytes": "AAAA"}},          # bytes do not fill it
+    {"array": {"dtype": "float64", "shape": [-1], "bytes": ""}},
+    {"pickle": "gASV"},
+    {"same": 3},
+    {"rng": {"bit_generator": "MT19937", "state": {}}},
+    [1, 2],
+])
+def test_decode_refuses_what_breaks_the_rules(doc):
+    with pytest.raises(wire.WireError):
+        wire.decode(doc)
+
+
+def test_receive_refuses_an_oversized_frame():
+    a, b = socket.socketpair()
+    a.sendall((wire.MAX_BYTES + 1).to_bytes(4, "big"))
+    with pytest.raises(wire.WireError):
+        wire.receive(b)
+
+
+# ----------------------------------------------------------------------------
+# The same verdicts in both places
+
+
+@pytest.mark.parametrize("answer, passes", [(honest_softmax, True),
+                                            (lambda x, axis=-1: np.exp(x) / np.exp(x).sum(), False)])
+def test_judge_and_kernel_agree(answer, passes, capsys):
+    local = None
+    try:
+        grading.check_softmax(answer, hidden=True)
+    except core.CheckFailed as failure:
+        local = str(failure)
+    passed, sentence, flags, shown = judged("check_softmax", answer)
+    assert passed is passes and (local is None) is passes
+    assert shown == ("passed" if passes else sentence)
+    if not passes:
+        assert sentence == local  # the same sentence, word for word
+    assert flags == []
+
+
+def test_gradients_are_taken_in_the_kernel_for_the_upstream_the_judge_chose():
+    detached = lambda layers, weights, gamma: mix(layers, weights, gamma).detach()  # noqa: E731
+    passed, sentence, _, _ = judged("check_scalar_mix", detached)
+    assert not passed and "gradients do not flow" in sentence
+    no_gamma_grad = lambda layers, weights, gamma: mix(layers, weights, gamma.detach())  # noqa: E731
+    passed, sentence, _, _ = judged("check_scalar_mix", no_gamma_grad)
+    assert not passed and "gradients do not flow to gamma" in sentence
+    assert judged("check_scalar_mix", mix)[0]
+
+
+def mix(layers, weights, gamma):
+    return gamma * torch.tensordot(torch.softmax(weights, 0), layers, dims=1)
+
+
+def test_frame_walking_finds_nothing_to_copy():
+    """The expected values live in the judge; the kernel's frames hold only the inputs."""
+    import inspect
+
+    def copycat(x, axis=-1):
+        frame = inspect.currentframe().f_back
+        while frame is not None:
+            if "expected" in frame.f_locals and isinstance(frame.f_locals["expected"], np.ndarray):
+                return frame.f_locals["expected"]
+            frame = frame.f_back
+        return np.zeros_like(x)
+
+    assert not judged("check_softmax", copycat)[0]
+
+
+def test_the_reference_called_under_another_name_is_named():
+    passed, sentence, _, _ = judged("check_softmax", lambda x, axis=-1: ref.softmax(x, axis=axis))
+    assert not passed and "your function calls plmcourse.ref.softmax" in sentence
+
+
+def test_a_private_library_softmax_is_flagged_with_the_function():
+    def private(x, axis=-1):
+        return torch._softmax(torch.from_numpy(x), axis % x.ndim, False).numpy()
+
+    _, _, flags, _ = judged("check_softmax", private)
+    assert flags and "torch._softmax" in flags[0]
+
+
+def test_an_exception_in_the_kernel_is_named_and_its_frames_stay_in_the_kernel():
+    def broken(x, axis=-1):
+        return x[..., 99]
+
+    passed, sentence, _, _ = judged("check_softmax", broken)
+    assert not passed and "your function raised IndexError" in sentence
+
+
+def test_a_hostile_reply_fails_the_case_and_the_judge_survives():
+    kernel_end, judge_end = socket.socketpair()
+
+    def kernel():
+        wire.receive(kernel_end)  # the first case's inputs
+        wire.send(kernel_end, {"value": {"array": {"dtype": "float64", "shape": [10 ** 9], "bytes": ""}}})
+
+    thread = threading.Thread(target=kernel)
+    thread.start()
+    with pytest.raises(wire.WireError):
+        grading.check_softmax(core.Remote(judge_end))
+    thread.join()
+
+
+def test_a_local_check_gives_a_verdict_whatever_the_notebook_replaced(monkeypatch, capsys):
+    monkeypatch.setattr(np, "allclose", lambda *a, **k: True)
+    grading.check_causal_mask(lambda n: np.tril(np.ones((n, n), dtype=bool)))
+    assert "check_causal_mask: 4 cases passed." in capsys.readouterr().out

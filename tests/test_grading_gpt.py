@@ -79,20 +79,6 @@ WRONG = [
 ]
 
 
-@pytest.mark.parametrize("check, wrong", WRONG, ids=[c.__name__ for c, _ in WRONG])
-def test_patched_functions_do_not_change_the_verdict(check, wrong):
-    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in PATCHES]
-    try:
-        for owner, name, fake in PATCHES:
-            setattr(owner, name, fake)
-        with pytest.raises(CheckFailed):
-            check(wrong)
-        assert np.allclose is always_true  # the notebook's own assignments are back afterwards
-    finally:
-        for owner, name, value in saved:
-            setattr(owner, name, value)
-
-
 def test_cached_answers_fail_the_hidden_cases():
     seen = {}
 

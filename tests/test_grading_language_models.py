@@ -111,30 +111,6 @@ WRONG = [
 ]
 
 
-@pytest.mark.parametrize("check, wrong", WRONG, ids=[c.__name__ for c, _ in WRONG])
-def test_patched_comparisons_do_not_change_the_verdict(check, wrong):
-    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in PATCHES]
-    try:
-        for owner, name, fake in PATCHES:
-            setattr(owner, name, fake)
-        with pytest.raises(CheckFailed):
-            check(wrong)
-    finally:
-        for owner, name, value in saved:
-            setattr(owner, name, value)
-
-
-def test_a_replaced_reference_does_not_change_the_verdict():
-    wrong = mistake("check_bilm_loss", "backward LM not reversed")
-    original = pnn.bilm_loss
-    try:
-        pnn.bilm_loss = lambda f, b, t, ignore_index=-100: wrong(f, b, t)
-        with pytest.raises(CheckFailed, match="scored against the next token"):
-            check_bilm_loss(wrong)
-    finally:
-        pnn.bilm_loss = original
-
-
 def test_cached_answers_fail_the_hidden_cases():
     seen = {}
 

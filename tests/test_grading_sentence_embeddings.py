@@ -167,36 +167,6 @@ PATCHES = [
 ]
 
 
-@pytest.mark.parametrize("name", ["mask ignored", "NaN leaking from padded positions (NaN * 0)",
-                                  "NaN gradient for a row with no real token (nan_to_num)"])
-def test_patched_comparisons_do_not_change_the_verdict(name):
-    wrong = mistake(name)
-    fragment = next(f for n, _, f in CATALOGUE["check_mean_pool"][1] if n == name)
-    saved = [(owner, attr, getattr(owner, attr)) for owner, attr, _ in PATCHES]
-    try:
-        for owner, attr, fake in PATCHES:
-            setattr(owner, attr, fake)
-        with pytest.raises(CheckFailed) as info:
-            check_mean_pool(wrong)
-        assert np.allclose is always_true and builtins.all is always_true
-    finally:
-        for owner, attr, value in saved:
-            setattr(owner, attr, value)
-    assert fragment in str(info.value)
-
-
-def test_a_replaced_reference_does_not_change_the_verdict():
-    wrong = mistake("dividing by the padded length T")
-    original = ref_sentence_embeddings.mean_pool
-    try:
-        ref_sentence_embeddings.mean_pool = lambda hidden, mask: np.where(
-            np.asarray(mask)[..., None] != 0, hidden, 0.0).sum(1) / np.shape(hidden)[1]
-        with pytest.raises(CheckFailed, match="divided by T"):
-            check_mean_pool(wrong)
-    finally:
-        ref_sentence_embeddings.mean_pool = original
-
-
 def test_inputs_are_compared_before_and_after():
     def student(hidden, mask):
         result = pool_masked_fill(hidden, mask)

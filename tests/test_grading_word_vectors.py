@@ -136,31 +136,6 @@ WRONG = [
 ]
 
 
-@pytest.mark.parametrize("check, wrong", WRONG, ids=[c.__name__ for c, _ in WRONG])
-def test_patched_comparisons_do_not_change_the_verdict(check, wrong):
-    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in PATCHES]
-    try:
-        for owner, name, fake in PATCHES:
-            setattr(owner, name, fake)
-        with pytest.raises(CheckFailed):
-            check(wrong)
-        assert np.allclose is always_true  # the notebook's own assignment is still in place
-    finally:
-        for owner, name, value in saved:
-            setattr(owner, name, value)
-
-
-def test_a_replaced_reference_does_not_change_the_verdict():
-    wrong = mistake("check_skipgram_negative_sampling_loss", "sign of the negative term")
-    original = ref.skipgram_negative_sampling_loss
-    try:
-        ref.skipgram_negative_sampling_loss = wrong  # the reference now agrees with the wrong answer
-        with pytest.raises(CheckFailed, match="wrong sign"):
-            check_skipgram_negative_sampling_loss(wrong)
-    finally:
-        ref.skipgram_negative_sampling_loss = original
-
-
 def test_cached_answers_fail_the_hidden_cases():
     seen = {}
 

@@ -207,35 +207,6 @@ PATCHES = [
 ]
 
 
-def test_patched_builtins_do_not_change_the_verdict():
-    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in PATCHES]
-    wrong = mistake("shortest match instead of longest")
-    message = still_patched = None
-    try:
-        for owner, name, fake in PATCHES:
-            setattr(owner, name, fake)
-        try:  # no pytest.raises here: it calls isinstance itself
-            check_wordpiece(wrong)
-        except CheckFailed as failed:
-            message = str(failed)
-        still_patched = builtins.all is always_true  # the notebook's own assignments are back afterwards
-    finally:
-        for owner, name, value in saved:
-            setattr(owner, name, value)
-    assert still_patched and message and "the shortest matching piece" in message
-
-
-def test_a_replaced_reference_does_not_change_the_verdict():
-    wrong = mistake("missing ##")
-    original = course_module.wordpiece
-    try:
-        course_module.wordpiece = wrong  # the reference now agrees with the wrong answer
-        with pytest.raises(CheckFailed, match="without the '##' prefix"):
-            check_wordpiece(wrong)
-    finally:
-        course_module.wordpiece = original
-
-
 def test_a_str_subclass_that_equals_everything_does_not_pass():
     class Everything(str):
         def __eq__(self, other):

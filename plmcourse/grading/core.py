@@ -27,12 +27,14 @@ being taught) the answer used.
 
 import builtins
 import functools
+import hashlib
 import os
 import socket
 import sys
 import textwrap
 import traceback
 from dataclasses import dataclass, field
+from types import CodeType
 
 import numpy as np
 import torch
@@ -135,7 +137,7 @@ class Reply:
 
     value: object = None
     error: BaseException = None        # the exception it raised, if any
-    calls: frozenset = frozenset()     # what it ran: identities of Python and torch functions
+    calls: tuple = ()                  # what it ran, first call first: identities of Python and torch functions
     inputs_after: list = field(default_factory=list)  # its array/tensor inputs afterwards
     requires_grad: bool = False        # whether the differentiated result is in the autograd graph
     grads: list = field(default_factory=list)  # one per grad leaf: its gradient, or None (unused)
@@ -187,17 +189,31 @@ def _copy(value):
 def identity(obj):
     """A name for a function or code object that is the same in every process on this install.
 
-    A Python function is known by its code (file, qualified name, first line), so a copy
-    made with types.FunctionType(f.__code__, ...) is still f; a torch function by its
-    module and name, as TorchFunctionMode sees it.
+    A Python function is known by a digest of its code (bytecode, names, constants, first
+    line; not its file), so a copy made with types.FunctionType(f.__code__, ...) or a
+    verbatim copy of f's source is still f; a torch function by its module and name, as
+    TorchFunctionMode sees it.
     """
-    code = obj if isinstance(obj, type(identity.__code__)) else getattr(obj, "__code__", None)
+    code = obj if isinstance(obj, CodeType) else getattr(obj, "__code__", None)
     if code is not None:
-        where = "/".join(code.co_filename.replace(os.sep, "/").split("/")[-3:])
-        return f"py:{where}:{getattr(code, 'co_qualname', code.co_name)}:{code.co_firstlineno}"
+        where = "/".join(code.co_filename.replace(os.sep, "/").split("/")[-2:])
+        return f"py:{_digest(code)}:{where}:{getattr(code, 'co_qualname', code.co_name)}"
     module = getattr(obj, "__module__", None) or getattr(getattr(obj, "__objclass__", None), "__module__", "")
     name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or type(obj).__name__
     return f"torch:{module}.{name}"
+
+
+@functools.lru_cache(maxsize=65536)
+def _digest(code):
+    parts = [code.co_code, repr(code.co_names).encode(), repr(code.co_varnames).encode(),
+             code.co_name.encode(), str(code.co_firstlineno).encode()]
+    parts += [_digest(c).encode() if isinstance(c, CodeType) else repr(c).encode() for c in code.co_consts]
+    return hashlib.sha1(b"\0".join(parts)).hexdigest()[:16]
+
+
+def _seal_key(call):
+    """What a seal matches on: a Python function's digest (not its file), a torch function's name."""
+    return ":".join(call.split(":")[:2]) if call.startswith("py:") else call
 
 
 def library_calls(calls, names):
@@ -206,12 +222,13 @@ def library_calls(calls, names):
     for call in calls:
         if call.startswith("torch:"):
             name = call.rsplit(".", 1)[-1]
-        elif call.startswith("py:torch/"):
-            name = call.split(":")[2].rsplit(".", 1)[-1]
+            readable = call.removeprefix("torch:")
+        elif call.split(":")[2].startswith("torch/"):
+            name = call.split(":")[3].rsplit(".", 1)[-1]
         else:
             continue
         if name.startswith(tuple(names)):
-            readable = call.removeprefix("torch:").removeprefix("py:")
+            readable = call.removeprefix("torch:") if call.startswith("torch:") else call.split(":", 2)[2]
             found.add(readable.replace("_VariableFunctionsClass.", "").replace("_C.TensorBase.", "Tensor."))
     return sorted(found)
 
@@ -223,7 +240,7 @@ def seal_table(seal):
         if obj is None:
             continue
         target = obj.forward if isinstance(obj, type) else obj
-        table.setdefault(identity(target), label)
+        table.setdefault(_seal_key(identity(target)), label)
         if getattr(target, "__code__", None) is not None:
             table.setdefault(f"torch:{target.__module__}.{target.__qualname__}", label)
     return table
@@ -236,7 +253,7 @@ class _WatchTorch(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         try:
-            self.seen.add(func)
+            self.seen.setdefault(func, None)
         except TypeError:  # unhashable: no sealed function is
             pass
         return func(*args, **(kwargs or {}))
@@ -252,11 +269,11 @@ class _Record:
     """
 
     def __enter__(self):
-        self.codes, self.functions = set(), set()
+        self.codes, self.functions = {}, {}  # dicts as ordered sets: the first call first
 
         def profile(frame, event, arg):
             if event == "call":
-                self.codes.add(frame.f_code)
+                self.codes.setdefault(frame.f_code, None)
 
         self.previous = sys.getprofile()
         sys.setprofile(profile)
@@ -269,7 +286,7 @@ class _Record:
         sys.setprofile(self.previous)
 
     def calls(self):
-        return frozenset(identity(x) for x in self.codes | self.functions)
+        return tuple(dict.fromkeys(identity(x) for x in [*self.codes, *self.functions]))
 
 
 def call_student(fn, case):
@@ -350,12 +367,13 @@ def run_check(name, fn, cases, *, arg_names, reference, judge, seal=(), explain_
     sealed = seal_table(seal)
     for number, case in enumerate(cases, 1):
         expected = reference(case)
+        before = [_copy(value) for _, value in _array_inputs(case)]
         reply = fn.answer(case) if isinstance(fn, Remote) else call_student(fn, case)
         case.reply = reply
         if isinstance(fn, Remote):
             fn.note_library(name, case, library_calls(reply.calls, flag_library))
         problem = (_delegation(reply.calls, sealed, seal) or _crash(reply.error, explain_error)
-                   or _mutation(case, reply, arg_names) or _returned_none(reply.value))
+                   or _mutation(case, before, reply, arg_names) or _returned_none(reply.value))
         if problem is None:
             try:
                 problem = judge(case, reply.value, expected)
@@ -383,9 +401,9 @@ def _one_sentence(text):
 
 
 def _delegation(calls, sealed, seal):
-    labels = {sealed[c] for c in calls if c in sealed}
-    for _, label in seal:  # the order of the seal list: the course's own version first
-        if label in labels:
+    for call in calls:  # in the order they were first called
+        label = sealed.get(_seal_key(call))
+        if label is not None:
             return f"your function calls {label}; write it yourself"
     return None
 
@@ -413,12 +431,12 @@ def _crash(error, explain_error):
     return f"{problem} ({hint})" if hint else problem
 
 
-def _mutation(case, reply, arg_names):
-    for (key, before), after in zip(_array_inputs(case), reply.inputs_after):
-        if not _same(before, after):
+def _mutation(case, before, reply, arg_names):
+    for (key, _), original, after in zip(_array_inputs(case), before, reply.inputs_after):
+        if not _same(original, after):
             name = arg_names[key] if isinstance(key, int) and key < len(arg_names) else key
             return (f"your function changed its input {name} in place; work on a new array "
-                    f"(e.g. x = x - m, not x -= m)")
+                    f"(write x = x - m, not x -= m)")
     return None
 
 
@@ -477,7 +495,7 @@ def _reply_document(reply):
     error = None
     if reply.error is not None:
         error = {"name": type(reply.error).__name__, "message": " ".join(str(reply.error).split())[:500]}
-    return {"value": wire.encode(reply.value), "error": error, "calls": sorted(reply.calls)[:5000],
+    return {"value": wire.encode(reply.value), "error": error, "calls": list(reply.calls)[:5000],
             "after": wire.encode(reply.inputs_after),
             "requires_grad": reply.requires_grad, "grads": wire.encode(reply.grads),
             "grad_error": reply.grad_error}
@@ -522,7 +540,7 @@ def _read_reply(doc):
             raise wire.WireError("a list of names that is not one")
         return x
 
-    reply = Reply(value=wire.decode(doc.get("value")), calls=frozenset(strings(doc.get("calls", []), 5000)),
+    reply = Reply(value=wire.decode(doc.get("value")), calls=tuple(strings(doc.get("calls", []), 5000)),
                   requires_grad=doc.get("requires_grad") is True)
     after = wire.decode(doc.get("after"))
     reply.inputs_after = after if type(after) is list else []
