@@ -213,3 +213,38 @@ def test_a_local_check_gives_a_verdict_whatever_the_notebook_replaced(monkeypatc
     monkeypatch.setattr(np, "allclose", lambda *a, **k: True)
     grading.check_causal_mask(lambda n: np.tril(np.ones((n, n), dtype=bool)))
     assert "check_causal_mask: 4 cases passed." in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------
+# Hidden seeds the notebook cannot know: every honest answer passes whatever the judge draws
+
+
+def solved_namespace():
+    from conftest import COURSE
+    from plmcourse.release import solution_cells
+
+    namespace = {}
+    exec("import math\nimport numpy as np\nimport torch\nimport torch.nn.functional as F\n"
+         "from plmcourse import ref, nn", namespace)
+    for assignment in sorted(p.name for p in (COURSE / "source").iterdir()):
+        for source in solution_cells(COURSE, assignment).values():
+            exec(source, namespace)
+    return namespace
+
+
+@pytest.mark.parametrize("name", sorted(grading._CHECKS))
+def test_honest_answers_pass_the_hidden_cases_for_any_salt(name, capsys):
+    answer = solved_namespace()[name.removeprefix("check_")]
+    for salt in (1000, 7000, 123000, 999000, 1_000_000_000):
+        getattr(grading, name)(answer, hidden=salt)
+    assert capsys.readouterr().out.count("cases passed") == 5
+
+
+def test_the_salt_moves_the_hidden_cases_and_only_them():
+    from plmcourse.grading.attention import _softmax_cases
+
+    visible = [c.label for c in _softmax_cases(False)]
+    assert [c.label for c in _softmax_cases(True)][:len(visible)] == visible
+    assert [c.label for c in _softmax_cases(5000)][:len(visible)] == visible
+    assert {c.label for c in _softmax_cases(5000)[len(visible):]}.isdisjoint(
+        c.label for c in _softmax_cases(True)[len(visible):])

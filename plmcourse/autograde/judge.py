@@ -14,6 +14,11 @@ socket to the sandboxed kernel. From then on:
 3. the judge writes the verdict to this notebook's record and sends the sentence back,
    for the kernel to show in the cell (that output is what the student's feedback shows).
 
+Hidden cases: the judge runs each check's hidden cases with their seeds shifted by a
+number drawn from the course's secret (course/.judge-secret, made on first use and hidden
+by the sandbox) and the student's id, so a notebook cannot know them in advance (the
+checks' code is public), and a regrade draws the same ones.
+
 After nbgrader has finished, `apply_verdicts` sets every test cell's score in the
 gradebook from the records: a test cell scores its points when each check its source
 version calls with hidden=True passed in the judge, and 0 otherwise, with the judge's
@@ -30,9 +35,12 @@ What a kernel could still do, and what catches it:
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import re
+import secrets
 import socket
 import threading
 from dataclasses import dataclass
@@ -69,6 +77,19 @@ SUSPICIOUS = {
 }
 
 
+SECRET_NAME = ".judge-secret"  # in the course directory, which the sandbox hides
+
+
+def course_secret(course: Path) -> bytes:
+    """The course's secret for drawing hidden seeds, made on first use (keep it: regrades use it)."""
+    path = Path(course) / SECRET_NAME
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32))
+    return path.read_text().strip().encode()
+
+
 class Judge:
     """The grader's end of every kernel's check calls; records verdicts under `folder`."""
 
@@ -78,6 +99,7 @@ class Judge:
         self.socket_path = self.folder / SOCKET_NAME
         self.listener = None
         self.lock = threading.Lock()
+        self.secret = course_secret(self.course)
 
     def __enter__(self):
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -128,7 +150,7 @@ class Judge:
                     return
                 if message is None:
                     return
-                verdict = self._judge(connection, message)
+                verdict = self._judge(connection, message, record)
                 with self.lock, open(record, "a", encoding="utf-8") as f:
                     f.write(json.dumps(verdict) + "\n")
                 try:
@@ -138,19 +160,26 @@ class Judge:
                 if verdict.get("broken"):
                     return
 
-    def _judge(self, connection, message) -> dict:
+    def salt(self, student: str, check: str) -> int:
+        """The shift of this student's hidden seeds for `check`: from the course's secret, so the
+        same on every regrade and unknown to the notebook; a multiple of 1000, so never a visible case."""
+        digest = hmac.new(self.secret, f"{student}/{check}".encode(), hashlib.sha256).digest()
+        return 1000 * (1 + int.from_bytes(digest[:4], "big") % 1_000_000)
+
+    def _judge(self, connection, message, record) -> dict:
         """Run the check the kernel announced against the kernel's answers; the verdict as a dict."""
         import plmcourse.grading as grading
         from plmcourse.grading.core import CheckFailed, Remote
 
         name, hidden = message.get("check"), message.get("hidden") is True
         verdict = {"check": str(name)[:100], "hidden": hidden, "passed": False, "flags": []}
+        student = record.name.split("__")[0]
         if name not in grading._CHECKS:
             verdict["message"] = f"the kernel asked for a check the course does not have ({str(name)[:100]!r})"
             return verdict
         remote = Remote(connection)
         try:
-            getattr(grading, name)(remote, hidden=hidden)
+            getattr(grading, name)(remote, hidden=self.salt(student, name) if hidden else False)
             verdict.update(passed=True, message=remote.passed)
         except CheckFailed as failed:
             verdict["message"] = str(failed)

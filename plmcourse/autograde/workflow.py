@@ -195,8 +195,9 @@ def prepare_submissions(course: Path, assignment: str, student: str | None = Non
       not submitted), with a line of its own;
     - a notebook in a student's folder that the assignment does not have (nbgrader finds
       no gradebook entry for it and gives up) moves to submitted/<student>/<assignment>.extra/;
-    - nbgrader metadata that is not a dict (a student's own "nbgrader" key) is removed from
-      the submitted notebook, which is otherwise left exactly as it was;
+    - nbgrader metadata that is not a dict (a student's own "nbgrader" key), or that names a
+      grade_id the assignment does not have (a forged test cell, which is also flagged), is
+      removed from the submitted notebook, which is otherwise left exactly as it was;
     - a student's or assignment folder that is a link is removed (the link only: what it
       points to is left alone), and that student is not graded.
 
@@ -205,6 +206,7 @@ def prepare_submissions(course: Path, assignment: str, student: str | None = Non
     """
     course = Path(course).resolve()
     expected = {p.name for p in (course / "source" / assignment).glob("*.ipynb")}
+    grade_ids = assignment_grade_ids(course, assignment)
     lines = []
     for folder in sorted((course / "submitted").glob(f"{student or '*'}/{assignment}")):
         name = folder.parent.name
@@ -265,15 +267,23 @@ def prepare_submissions(course: Path, assignment: str, student: str | None = Non
                 continue
             odd = [i for i, c in enumerate(nb.cells) if "nbgrader" in c.metadata
                    and not isinstance(c.metadata["nbgrader"], dict)]
-            for i in odd:
+            # A cell that names a grade_id the assignment does not have is not nbgrader's either:
+            # a forged test ("test_bonus", 100 points) would make nbgrader give up on the notebook.
+            forged = [i for i, c in enumerate(nb.cells) if i not in odd and nbgrader_metadata(c).get("grade_id")
+                      and nbgrader_metadata(c)["grade_id"] not in grade_ids]
+            for i in odd + forged:
                 del nb.cells[i].metadata["nbgrader"]
-            if odd:
+            if odd or forged:
                 # Written beside and moved over: never written through anything.
                 cleaned = path.with_name(path.name + ".cleaned")
                 nbformat.write(nb, cleaned)
                 os.replace(cleaned, path)
+            if odd:
                 lines.append(f"{name}: ignored nbgrader metadata that is not nbgrader's in cell(s) "
                              f"{', '.join(str(i + 1) for i in odd)}")
+            if forged:
+                lines.append(f"{name}: flagged for review, cell(s) {', '.join(str(i + 1) for i in forged)} "
+                             f"claim to be graded cells the assignment does not have; graded as ordinary cells")
     return lines
 
 

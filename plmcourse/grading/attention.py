@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from plmcourse import nn as course_nn
 from plmcourse import ref
 from plmcourse.grading.core import (
+    hidden_salt,
     check,
     F32,
     F64,
@@ -106,16 +107,17 @@ def _softmax_cases(hidden):
         logits_case(7, (3, 4), some_neg_inf=True),
         logits_case(8, (3, 4), empty=True),
     ]
+    salt = hidden_salt(hidden)
     if hidden:
         cases += [
-            logits_case(100, (9,)),
-            logits_case(101, (5, 7)),
-            logits_case(102, (3, 4, 2), axis=-2),
-            logits_case(103, (2, 3, 4, 5), axis=2),
-            logits_case(104, (4, 7), axis=0, scale=1e4),
-            logits_case(105, (3, 2, 6), dtype=np.float32),
-            logits_case(106, (5, 4), axis=0, empty=True),
-            logits_case(107, (2, 3, 5), scale=1e4, some_neg_inf=True),
+            logits_case(salt + 100, (9,)),
+            logits_case(salt + 101, (5, 7)),
+            logits_case(salt + 102, (3, 4, 2), axis=-2),
+            logits_case(salt + 103, (2, 3, 4, 5), axis=2),
+            logits_case(salt + 104, (4, 7), axis=0, scale=1e4),
+            logits_case(salt + 105, (3, 2, 6), dtype=np.float32),
+            logits_case(salt + 106, (5, 4), axis=0, empty=True),
+            logits_case(salt + 107, (2, 3, 5), scale=1e4, some_neg_inf=True),
         ]
     return cases
 
@@ -237,16 +239,17 @@ def _sdpa_cases(hidden):
         _sdpa_case(16, (2, 3, 4), (2, 5, 4), 4, scale=100.0),
         _sdpa_case(17, (2, 4, 8), (2, 6, 8), 8, dtype=np.float32),
     ]
+    salt = hidden_salt(hidden)
     if hidden:
         cases += [
-            _sdpa_case(110, (7, 16), (9, 16), 3),
-            _sdpa_case(111, (2, 4, 6, 8), (2, 4, 6, 8), 8, mask="causal"),
-            _sdpa_case(112, (3, 2, 4, 8), (3, 2, 7, 8), 5, mask=[1, 7, 4]),
-            _sdpa_case(113, (3, 1, 5, 4), (3, 1, 6, 4), 2,
+            _sdpa_case(salt + 110, (7, 16), (9, 16), 3),
+            _sdpa_case(salt + 111, (2, 4, 6, 8), (2, 4, 6, 8), 8, mask="causal"),
+            _sdpa_case(salt + 112, (3, 2, 4, 8), (3, 2, 7, 8), 5, mask=[1, 7, 4]),
+            _sdpa_case(salt + 113, (3, 1, 5, 4), (3, 1, 6, 4), 2,
                        mask=lambda rng: _random_mask(rng, (3, 1, 5, 6), empty_rows=[(0, 0, 4), (2, 0, 0)])),
-            _sdpa_case(114, (2, 6, 4), (2, 6, 4), 4, mask="causal", scale=100.0),
-            _sdpa_case(115, (2, 3, 5, 8), (2, 3, 5, 8), 8, mask=[5, 2], dtype=np.float32),
-            _sdpa_case(116, (2, 2, 2, 3, 4), (2, 2, 2, 5, 4), 4, mask=lambda rng: _random_mask(rng, (3, 5))),
+            _sdpa_case(salt + 114, (2, 6, 4), (2, 6, 4), 4, mask="causal", scale=100.0),
+            _sdpa_case(salt + 115, (2, 3, 5, 8), (2, 3, 5, 8), 8, mask=[5, 2], dtype=np.float32),
+            _sdpa_case(salt + 116, (2, 2, 2, 3, 4), (2, 2, 2, 5, 4), 4, mask=lambda rng: _random_mask(rng, (3, 5))),
         ]
     return cases
 
@@ -433,12 +436,13 @@ def _mha_cases(hidden, device):
         _mha_case(23, 2, 4, 6, 6, 2, device, mask=[6, 2]),
         _mha_case(24, 2, 3, 4, 6, 2, device, mask=lambda rng: _random_mask(rng, (2, 2, 3, 4))),
     ]
+    salt = hidden_salt(hidden)
     if hidden:
         cases += [
-            _mha_case(30, 3, 7, 4, 16, 4, device, mask=lambda rng: _random_mask(rng, (3, 4, 7, 4))),
-            _mha_case(31, 3, 6, 6, 10, 5, device, mask=[6, 3, 1], self_attention=True),
-            _mha_case(32, 1, 3, 3, 5, 1, device),
-            _mha_case(33, 2, 4, 4, 8, 8, device, mask="causal"),
+            _mha_case(salt + 30, 3, 7, 4, 16, 4, device, mask=lambda rng: _random_mask(rng, (3, 4, 7, 4))),
+            _mha_case(salt + 31, 3, 6, 6, 10, 5, device, mask=[6, 3, 1], self_attention=True),
+            _mha_case(salt + 32, 1, 3, 3, 5, 1, device),
+            _mha_case(salt + 33, 2, 4, 4, 8, 8, device, mask="causal"),
         ]
     return cases
 

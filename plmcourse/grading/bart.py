@@ -18,7 +18,7 @@ import numpy as np
 
 from plmcourse import ref
 from plmcourse.grading.bert import _integer_array, _Memory, _seed_problem
-from plmcourse.grading.core import Case, check, judge_bool_mask, run_check
+from plmcourse.grading.core import Case, check, judge_bool_mask, run_check, hidden_salt
 
 __all__ = [
     "check_text_infilling",
@@ -68,13 +68,14 @@ def _infilling_cases(hidden):
         _infilling_case(53, 12, key="other", differs_from="small"),
         _infilling_case(54, 40, mask_id=3, mask_ratio=0.5),
     ]
+    salt = hidden_salt(hidden)
     if hidden:
         cases += [
-            _infilling_case(150, 30000, mask_ratio=0.5, statistics=True),
-            _infilling_case(151, 20000, mask_ratio=0.15, poisson_lambda=2.0, mask_id=0, statistics=True),
-            _infilling_case(152, 20, mask_ratio=0.0),
-            _infilling_case(153, 1),
-            _infilling_case(154, 30, mask_ratio=1.0),
+            _infilling_case(salt + 150, 30000, mask_ratio=0.5, statistics=True),
+            _infilling_case(salt + 151, 20000, mask_ratio=0.15, poisson_lambda=2.0, mask_id=0, statistics=True),
+            _infilling_case(salt + 152, 20, mask_ratio=0.0),
+            _infilling_case(salt + 153, 1),
+            _infilling_case(salt + 154, 30, mask_ratio=1.0),
         ]
     return cases
 
@@ -213,7 +214,7 @@ def check_prefix_lm_mask(fn, hidden=False):
 def _permutation_cases(hidden):
     orders = [[3, 0, 4, 1, 2], [0, 1, 2, 3, 4], [4, 3, 2, 1, 0], [1, 3, 0, 5, 2, 4], [0]]
     if hidden:
-        rng = np.random.default_rng(160)
+        rng = np.random.default_rng(160 + hidden_salt(hidden))
         orders += [rng.permutation(10).tolist(), rng.permutation(16).tolist(), [1, 0], [3, 1, 4, 0, 2]]
     return [Case(f"order={order}", (np.array(order),), data={"order": np.array(order)}) for order in orders]
 

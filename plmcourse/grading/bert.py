@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from plmcourse import nn as course_nn
 from plmcourse import ref
 from plmcourse.grading.core import (
+    hidden_salt,
     check,
     F32,
     F64,
@@ -154,15 +155,16 @@ def _mlm_mask_cases(hidden):
         _mlm_case(3, (2, 12), key="small again", same_as="small"),
         _mlm_case(4, (2, 12), key="other", differs_from="small", token_seed=3),
     ]
+    salt = hidden_salt(hidden)
     if hidden:
         cases += [
-            _mlm_case(100, (300, 200), vocab_size=200, specials=(0, 1, 2, 7), mask_id=7, statistics=True,
+            _mlm_case(salt + 100, (300, 200), vocab_size=200, specials=(0, 1, 2, 7), mask_id=7, statistics=True,
                       special_type=set),
-            _mlm_case(101, (400, 64), vocab_size=12, specials=(0, 1, 2, 3, 4), mask_id=4, p=0.5,
+            _mlm_case(salt + 101, (400, 64), vocab_size=12, specials=(0, 1, 2, 3, 4), mask_id=4, p=0.5,
                       statistics=True, special_type=tuple),
-            _mlm_case(102, (4, 8, 50)),
-            _mlm_case(103, (20, 30), p=0.0),
-            _mlm_case(104, (20, 30), p=1.0),
+            _mlm_case(salt + 102, (4, 8, 50)),
+            _mlm_case(salt + 103, (20, 30), p=0.0),
+            _mlm_case(salt + 104, (20, 30), p=1.0),
         ]
     return cases
 
@@ -469,13 +471,14 @@ def _mlm_loss_cases(hidden, device):
         _loss_case(13, (2, 5, 8), device, scale=1000.0),
         _loss_case(14, (2, 3, 6), device, none_counted=True),
     ]
+    salt = hidden_salt(hidden)
     if hidden:
         cases += [
-            _loss_case(110, (4, 7, 13), device, ignored=0.85),
-            _loss_case(111, (3, 9), device),
-            _loss_case(112, (2, 2, 5, 10), device, dtype=torch.float32),
-            _loss_case(113, (3, 6, 6), device, scale=500.0, ignored=0.3),
-            _loss_case(114, (5, 4, 4), device),
+            _loss_case(salt + 110, (4, 7, 13), device, ignored=0.85),
+            _loss_case(salt + 111, (3, 9), device),
+            _loss_case(salt + 112, (2, 2, 5, 10), device, dtype=torch.float32),
+            _loss_case(salt + 113, (3, 6, 6), device, scale=500.0, ignored=0.3),
+            _loss_case(salt + 114, (5, 4, 4), device),
         ]
     return cases
 

@@ -60,6 +60,7 @@ __all__ = [
     "close",
     "first_match",
     "gradient_problem",
+    "hidden_salt",
 ]
 
 
@@ -170,6 +171,13 @@ def logits_case(seed, shape, axis=None, scale=1.0, dtype=np.float64, some_neg_in
     return Case(label, (x,), {} if axis is None else {"axis": axis},
                 tags=frozenset(note for note, on in notes.items() if on),
                 data={"x": x, "axis": along})
+
+
+def hidden_salt(hidden):
+    """What the hidden cases' seeds are shifted by: 0 for hidden=True (the notebook's own
+    hidden run, the same every time); the judge passes instead a number drawn for each
+    submission from the course's secret, which the notebook cannot know in advance."""
+    return 0 if hidden is True or not hidden else int(hidden)
 
 
 def _array_inputs(case):

@@ -17,6 +17,7 @@ from plmcourse import nn as course_nn
 from plmcourse import ref
 from plmcourse.grading.bert import LOSS_SEAL, _explain_loss_error, _judge_loss, _loss_case, _reference_loss
 from plmcourse.grading.core import (
+    hidden_salt,
     check,
     Case,
     compare,
@@ -46,13 +47,14 @@ def _causal_cases(hidden, device):
         _loss_case(23, (2, 5, 8), device, causal=True, ignored=0.0, dtype=torch.float32),
         _loss_case(24, (2, 6, 6), device, causal=True, ignored=0.0, scale=1000.0),
     ]
+    salt = hidden_salt(hidden)
     if hidden:
         cases += [
-            _loss_case(120, (4, 9, 13), device, causal=True, padded=True),
-            _loss_case(121, (8, 10), device, causal=True, ignored=0.0),
-            _loss_case(122, (2, 2, 5, 10), device, causal=True, ignored=0.0, dtype=torch.float32),
-            _loss_case(123, (3, 7, 7), device, causal=True, ignored=0.0),
-            _loss_case(124, (5, 2, 4), device, causal=True, ignored=0.0),
+            _loss_case(salt + 120, (4, 9, 13), device, causal=True, padded=True),
+            _loss_case(salt + 121, (8, 10), device, causal=True, ignored=0.0),
+            _loss_case(salt + 122, (2, 2, 5, 10), device, causal=True, ignored=0.0, dtype=torch.float32),
+            _loss_case(salt + 123, (3, 7, 7), device, causal=True, ignored=0.0),
+            _loss_case(salt + 124, (5, 2, 4), device, causal=True, ignored=0.0),
         ]
     return cases
 
@@ -117,13 +119,14 @@ def _top_k_cases(hidden, device):
         _filter_case(33, (2, 7), device, k=0),
         _filter_case(34, (4, 12), device, k=5, dtype=torch.float32),
     ]
+    salt = hidden_salt(hidden)
     if hidden:
         cases += [
-            _filter_case(130, (2, 3, 12), device, k=4),
-            _filter_case(131, (5, 50), device, k=7, scale=200.0),
-            _filter_case(132, (1, 9), device, k=8),
-            _filter_case(133, (3, 10), device, k=2, neg_inf=True),
-            _filter_case(134, (2, 5), device, k=12),
+            _filter_case(salt + 130, (2, 3, 12), device, k=4),
+            _filter_case(salt + 131, (5, 50), device, k=7, scale=200.0),
+            _filter_case(salt + 132, (1, 9), device, k=8),
+            _filter_case(salt + 133, (3, 10), device, k=2, neg_inf=True),
+            _filter_case(salt + 134, (2, 5), device, k=12),
         ]
     return cases
 
@@ -136,13 +139,14 @@ def _top_p_cases(hidden, device):
         _filter_case(43, (2, 8), device, p=1.0),
         _filter_case(44, (4, 12), device, p=0.7, dtype=torch.float32),
     ]
+    salt = hidden_salt(hidden)
     if hidden:
         cases += [
-            _filter_case(140, (2, 3, 12), device, p=0.6),
-            _filter_case(141, (5, 40), device, p=0.95, scale=10.0),
-            _filter_case(142, (3, 10), device, p=0.8, neg_inf=True),
-            _filter_case(143, (2, 30), device, p=0.3, scale=30.0),
-            _filter_case(144, (1, 6), device, p=0.999),
+            _filter_case(salt + 140, (2, 3, 12), device, p=0.6),
+            _filter_case(salt + 141, (5, 40), device, p=0.95, scale=10.0),
+            _filter_case(salt + 142, (3, 10), device, p=0.8, neg_inf=True),
+            _filter_case(salt + 143, (2, 30), device, p=0.3, scale=30.0),
+            _filter_case(salt + 144, (1, 6), device, p=0.999),
         ]
     return cases
 

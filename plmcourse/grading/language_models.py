@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from plmcourse import nn as course_nn
 from plmcourse import ref
 from plmcourse.grading.core import (
+    hidden_salt,
     check,
     gradient_problem,
     F32,
@@ -93,14 +94,15 @@ def _ce_cases(hidden):
         _ce_case(4, (4, 3), 5, ignored=0.4, ignore_index=-1),
         _ce_case(5, (6,), 9, dtype=np.float32),
     ]
+    salt = hidden_salt(hidden)
     if hidden:
         cases += [
-            _ce_case(100, (2, 3, 4), 11),
-            _ce_case(101, (20,), 3, ignored=0.5),
-            _ce_case(102, (1,), 2),
-            _ce_case(103, (3, 7), 8, scale=1e4, ignored=0.3),
-            _ce_case(104, (5, 5), 4, ignored=0.3, ignore_index=0),
-            _ce_case(105, (4, 6), 12, ignored=0.2, dtype=np.float32),
+            _ce_case(salt + 100, (2, 3, 4), 11),
+            _ce_case(salt + 101, (20,), 3, ignored=0.5),
+            _ce_case(salt + 102, (1,), 2),
+            _ce_case(salt + 103, (3, 7), 8, scale=1e4, ignored=0.3),
+            _ce_case(salt + 104, (5, 5), 4, ignored=0.3, ignore_index=0),
+            _ce_case(salt + 105, (4, 6), 12, ignored=0.2, dtype=np.float32),
         ]
     return cases
 
@@ -214,12 +216,13 @@ def _bilm_cases(hidden, device):
         _bilm_case(3, 2, 6, 5, lengths=[6, 3], device=device),
         _bilm_case(4, 2, 4, 6, scale=30.0, device=device),
     ]
+    salt = hidden_salt(hidden)
     if hidden:
         cases += [
-            _bilm_case(100, 4, 9, 11, device=device),
-            _bilm_case(101, 3, 7, 6, lengths=[5, 7, 2], device=device),
-            _bilm_case(102, 1, 3, 3, device=device),
-            _bilm_case(103, 3, 5, 8, lengths=[1, 5, 4], scale=20.0, device=device),
+            _bilm_case(salt + 100, 4, 9, 11, device=device),
+            _bilm_case(salt + 101, 3, 7, 6, lengths=[5, 7, 2], device=device),
+            _bilm_case(salt + 102, 1, 3, 3, device=device),
+            _bilm_case(salt + 103, 3, 5, 8, lengths=[1, 5, 4], scale=20.0, device=device),
         ]
     return cases
 
@@ -396,12 +399,13 @@ def _mix_cases(hidden, device):
         _mix_case(3, 4, (1, 5, 8), weight_scale=3.0, device=device),
         _mix_case(4, 2, (2, 3), weight_scale=1000.0, device=device),
     ]
+    salt = hidden_salt(hidden)
     if hidden:
         cases += [
-            _mix_case(100, 5, (2, 3, 7), device=device),
-            _mix_case(101, 3, (4, 16), weight_scale=1000.0, device=device),
-            _mix_case(102, 2, (1, 1, 2), device=device),
-            _mix_case(103, 3, (2, 2, 2, 3), device=device),
+            _mix_case(salt + 100, 5, (2, 3, 7), device=device),
+            _mix_case(salt + 101, 3, (4, 16), weight_scale=1000.0, device=device),
+            _mix_case(salt + 102, 2, (1, 1, 2), device=device),
+            _mix_case(salt + 103, 3, (2, 2, 2, 3), device=device),
         ]
     return cases
 

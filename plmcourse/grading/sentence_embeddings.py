@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from plmcourse.grading.core import (
+    hidden_salt,
     check,
     F32,
     F64,
@@ -109,19 +110,20 @@ def _mean_pool_cases(hidden, device):
         _pool_case(9, 1, 1, 3, device, lengths=[1]),
         _pool_case(10, 4, 7, 384, device, lengths=[7, 5, 2, 1]),
     ]
+    salt = hidden_salt(hidden)
     if hidden:
         cases += [
-            _pool_case(100, 5, 9, 16, device, gaps=True, mask_dtype=torch.int32),
-            _pool_case(101, 2, 8, 8, device, lengths=[3, 8]),
-            _pool_case(102, 3, 6, 5, device, lengths=[0, 6, 2], mask_dtype=torch.uint8, padding="nan"),
-            _pool_case(103, 2, 5, 3, device, lengths=[2, 5], mask_dtype=torch.float64, dtype=torch.float32,
+            _pool_case(salt + 100, 5, 9, 16, device, gaps=True, mask_dtype=torch.int32),
+            _pool_case(salt + 101, 2, 8, 8, device, lengths=[3, 8]),
+            _pool_case(salt + 102, 3, 6, 5, device, lengths=[0, 6, 2], mask_dtype=torch.uint8, padding="nan"),
+            _pool_case(salt + 103, 2, 5, 3, device, lengths=[2, 5], mask_dtype=torch.float64, dtype=torch.float32,
                        grad=False),
-            _pool_case(104, 1, 1, 1, device, lengths=[1]),
-            _pool_case(105, 8, 12, 768, device, lengths=[12, 3, 7, 1, 12, 5, 9, 2], dtype=torch.float32,
+            _pool_case(salt + 104, 1, 1, 1, device, lengths=[1]),
+            _pool_case(salt + 105, 8, 12, 768, device, lengths=[12, 3, 7, 1, 12, 5, 9, 2], dtype=torch.float32,
                        grad=False, padding="huge"),
-            _pool_case(106, 2, 5, 3, device, gaps=True, mask_dtype=torch.float64, padding="nan"),
-            _pool_case(107, 2, 3, 4, device, lengths=[0, 0]),
-            _pool_case(108, 1, 4, 2, device, lengths=[0], mask_dtype=torch.int64, padding="nan"),
+            _pool_case(salt + 106, 2, 5, 3, device, gaps=True, mask_dtype=torch.float64, padding="nan"),
+            _pool_case(salt + 107, 2, 3, 4, device, lengths=[0, 0]),
+            _pool_case(salt + 108, 1, 4, 2, device, lengths=[0], mask_dtype=torch.int64, padding="nan"),
         ]
     return cases
 

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from plmcourse.grading.core import Case, check, compare, expect_array, first_match, run_check
+from plmcourse.grading.core import Case, check, compare, expect_array, first_match, run_check, hidden_salt
 
 ATOL, RTOL = 1e-10, 1e-8
 
@@ -14,7 +14,7 @@ def _expected(v):
 
 
 def _cases(hidden):
-    rng = np.random.default_rng(2024 if hidden else 0)
+    rng = np.random.default_rng(2024 + hidden_salt(hidden) if hidden else 0)
     cases = [Case("v = [3, 4]", (np.array([3.0, 4.0]),))]
     for n in ((5, 17, 1) if hidden else (3, 8)):
         cases.append(Case(f"a random vector of length {n}", (rng.standard_normal(n),)))

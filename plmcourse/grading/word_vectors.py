@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from plmcourse import nn as course_nn
 from plmcourse import ref
 from plmcourse.grading.core import (
+    hidden_salt,
     check,
     F32,
     F64,
@@ -82,16 +83,17 @@ def _log_softmax_cases(hidden):
         logits_case(6, (2, 5), dtype=np.float32),
         logits_case(7, (3, 6), some_neg_inf=True, hole_fraction=0.3),
     ]
+    salt = hidden_salt(hidden)
     if hidden:
         cases += [
-            logits_case(100, (11,)),
-            logits_case(101, (5, 7)),
-            logits_case(102, (3, 4, 2), axis=-2),
-            logits_case(103, (2, 3, 4, 5), axis=2),
-            logits_case(104, (4, 7), axis=0, scale=1e4),
-            logits_case(105, (3, 2, 6), dtype=np.float32),
-            logits_case(106, (2, 3, 5), scale=1e4, some_neg_inf=True, hole_fraction=0.3),
-            logits_case(107, (1, 1)),
+            logits_case(salt + 100, (11,)),
+            logits_case(salt + 101, (5, 7)),
+            logits_case(salt + 102, (3, 4, 2), axis=-2),
+            logits_case(salt + 103, (2, 3, 4, 5), axis=2),
+            logits_case(salt + 104, (4, 7), axis=0, scale=1e4),
+            logits_case(salt + 105, (3, 2, 6), dtype=np.float32),
+            logits_case(salt + 106, (2, 3, 5), scale=1e4, some_neg_inf=True, hole_fraction=0.3),
+            logits_case(salt + 107, (1, 1)),
         ]
     return cases
 
@@ -204,14 +206,15 @@ def _noise_cases(hidden):
         _noise_case(4, 8, power=1.0),
         _noise_case(5, 9, power=0.0, zeros=2),
     ]
+    salt = hidden_salt(hidden)
     if hidden:
         cases += [
-            _noise_case(100, 50),
-            _noise_case(101, 30, power=0.25, zeros=5),
-            _noise_case(102, 1),
-            _noise_case(103, 15, power=2.0),
-            _noise_case(104, 40, power=0.0, zeros=10),
-            _noise_case(105, 7, zeros=6),
+            _noise_case(salt + 100, 50),
+            _noise_case(salt + 101, 30, power=0.25, zeros=5),
+            _noise_case(salt + 102, 1),
+            _noise_case(salt + 103, 15, power=2.0),
+            _noise_case(salt + 104, 40, power=0.0, zeros=10),
+            _noise_case(salt + 105, 7, zeros=6),
         ]
     return cases
 
@@ -305,14 +308,15 @@ def _sgns_cases(hidden):
         _sgns_case(4, 5, 2, 6, scale=1.0),
         _sgns_case(5, 3, 2, 40, scale=12.0),
     ]
+    salt = hidden_salt(hidden)
     if hidden:
         cases += [
-            _sgns_case(100, 7, 2, 4),
-            _sgns_case(101, 3, 10, 6),
-            _sgns_case(102, 16, 5, 10),
-            _sgns_case(103, 2, 4, 3, scale=2.0),
-            _sgns_case(104, 4, 3, 50, scale=12.0),
-            _sgns_case(105, 5, 4, 8, dtype=np.float32),
+            _sgns_case(salt + 100, 7, 2, 4),
+            _sgns_case(salt + 101, 3, 10, 6),
+            _sgns_case(salt + 102, 16, 5, 10),
+            _sgns_case(salt + 103, 2, 4, 3, scale=2.0),
+            _sgns_case(salt + 104, 4, 3, 50, scale=12.0),
+            _sgns_case(salt + 105, 5, 4, 8, dtype=np.float32),
         ]
     return cases
 

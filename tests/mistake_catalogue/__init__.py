@@ -36,7 +36,8 @@ def catalogue_tests(catalogue):
                 for name, fn, fragment in wrong]
     mistake_ids = [f"{c}-{n}" for c, n, _, _ in mistakes]
 
-    @pytest.mark.parametrize("hidden", [False, True], ids=["visible", "hidden"])
+    # 7000: hidden cases with their seeds shifted, as the judge draws them for a submission.
+    @pytest.mark.parametrize("hidden", [False, True, 7000], ids=["visible", "hidden", "salted"])
     @pytest.mark.parametrize("check_name, name, fn", correct, ids=[f"{c}-{n}" for c, n, _ in correct])
     def test_correct_implementation_passes(check_name, name, fn, hidden, capsys):
         getattr(grading, check_name)(fn, hidden=hidden)
@@ -49,8 +50,9 @@ def catalogue_tests(catalogue):
         assert fragment in message
         assert_one_sentence(message, check_name)
 
+    @pytest.mark.parametrize("hidden", [True, 7000], ids=["hidden", "salted"])
     @pytest.mark.parametrize("check_name, name, fn, fragment", mistakes, ids=mistake_ids)
-    def test_mistake_also_fails_the_hidden_cases(check_name, name, fn, fragment):
-        failure(getattr(grading, check_name), fn, hidden=True)
+    def test_mistake_also_fails_the_hidden_cases(check_name, name, fn, fragment, hidden):
+        failure(getattr(grading, check_name), fn, hidden=hidden)
 
     return test_correct_implementation_passes, test_mistake_fails_with_its_hint, test_mistake_also_fails_the_hidden_cases
