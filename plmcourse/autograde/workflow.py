@@ -96,19 +96,26 @@ def check_submission(path: Path, expected_ids: set[str]) -> str | None:
 
 
 def submission_files(folder: Path) -> list[tuple[str, Path]]:
-    """(student id, file) for every notebook in an export folder, in a stable order."""
+    """(student id, file) for every notebook in an export folder, in a stable order.
+
+    Folders that are links are not entered; notebooks that are links are listed (collect
+    reports and skips them).
+    """
     found = []
-    for path in sorted(folder.rglob("*.ipynb")):
-        if ".ipynb_checkpoints" in path.parts:
-            continue
-        relative = path.relative_to(folder)
-        if len(relative.parts) > 1:
-            student = relative.parts[0]
-        else:
-            match = FILE_PATTERN.match(path.name)
-            student = match.group("student") if match else None
-        found.append((student, path))
-    return found
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if d != ".ipynb_checkpoints")
+        for name in sorted(files):
+            if not name.endswith(".ipynb"):
+                continue
+            path = Path(root) / name
+            relative = path.relative_to(folder)
+            if len(relative.parts) > 1:
+                student = relative.parts[0]
+            else:
+                match = FILE_PATTERN.match(path.name)
+                student = match.group("student") if match else None
+            found.append((student, path))
+    return sorted(found, key=lambda item: str(item[1]))
 
 
 def collect(course: Path, assignment: str, folder: Path) -> CollectReport:
@@ -123,6 +130,10 @@ def collect(course: Path, assignment: str, folder: Path) -> CollectReport:
         label = str(path.relative_to(folder))
         if student is None or not STUDENT_ID.match(student):
             report.problems[label] = "its name does not say which student it belongs to"
+            continue
+        if path.is_symlink():
+            # A link in an export points anywhere: at course/source/ with the solutions, say.
+            report.problems[label] = "it is a link, not a file (links are not followed)"
             continue
         if student in report.collected:
             report.problems[label] = f"student {student} already has a submission in this folder"
