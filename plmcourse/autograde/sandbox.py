@@ -250,7 +250,9 @@ def launch(connection_file: str, course_root: str, memory: int, kernel_args: lis
                      f"the course; run through `plmcourse grade autograde`")
     judge_fd = connect_judge(notebook_dir)
     env = {} if judge_fd is None else {"PLMCOURSE_JUDGE_FD": str(judge_fd)}
-    kernel = [sys.executable, "-m", "ipykernel_launcher", "-f", str(connection), *kernel_args]
+    # -P: the kernel's working folder is not put first on sys.path, so nothing planted
+    # there (an ipykernel_launcher.py, a plmcourse/ package) is what `-m` runs.
+    kernel = [sys.executable, "-P", "-m", "ipykernel_launcher", "-f", str(connection), *kernel_args]
     if not use_sandbox:
         os.environ.pop("PLMCOURSE_JUDGE_SOCKET", None)
         os.execve(sys.executable, kernel, {**os.environ, **env})
@@ -265,7 +267,9 @@ def install_kernelspec(jupyter_path: Path, course_root: Path, memory: int = DEFA
     spec_dir = jupyter_path / "kernels" / "python3"
     spec_dir.mkdir(parents=True, exist_ok=True)
     spec = {
-        "argv": [sys.executable, "-m", "plmcourse.autograde.sandbox", "--course", str(course_root),
+        # -P: the launcher starts in the student's autograded folder and runs outside the
+        # sandbox; Python must not look for modules there.
+        "argv": [sys.executable, "-P", "-m", "plmcourse.autograde.sandbox", "--course", str(course_root),
                  "--memory", str(memory), *([] if use_sandbox else ["--no-sandbox"]), "{connection_file}"],
         "display_name": "Python 3 (plmcourse grading sandbox)",
         "language": "python",
