@@ -414,3 +414,15 @@ def test_graded_folders_keep_only_notebooks_and_feedback(submitted):
     assert "huge.ipynb (50.0 MB)" in text and "huge.html (50.0 MB)" in text
     assert not any(line.startswith("bob:") for line in lines)
     assert workflow.clean_graded_folders(submitted, ASSIGNMENT) == []  # nothing left to remove
+
+
+def test_the_kernel_launcher_loads_nothing_from_the_folder_it_starts_in(tmp_path):
+    """nbgrader starts the launcher (outside the sandbox) in the student's autograded folder."""
+    planted = tmp_path / "plmcourse"
+    planted.mkdir()
+    (planted / "__init__.py").write_text("raise SystemExit('the planted package ran')\n")
+    (tmp_path / "ipykernel_launcher.py").write_text("raise SystemExit('the planted launcher ran')\n")
+    spec = json.loads((sandbox.install_kernelspec(tmp_path / "jupyter", tmp_path) / "kernel.json").read_text())
+    argv = spec["argv"][:4] + ["--help"]  # python -P -m plmcourse.autograde.sandbox --help
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0 and "planted" not in done.stdout + done.stderr, done.stderr
