@@ -53,6 +53,29 @@ def with_cell(nb, source, after="softmax"):
     return nb
 
 
+def strip_all(nb):
+    """The notebook as a tool that drops unknown metadata would leave it: no nbgrader metadata at all."""
+    for cell in nb.cells:
+        cell.metadata.pop("nbgrader", None)
+    return nb
+
+
+def demo_fills_cache(nb):
+    """A plain cell makes a dict, a demo cell fills it, the softmax answer reads it."""
+    index = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "softmax")
+    demo = nbformat.v4.new_code_cell("cache['stable_exp'] = np.exp")
+    demo.metadata["tags"] = ["demo"]
+    nb.cells[index:index] = [nbformat.v4.new_code_cell("cache = {}"), demo]
+    return nb
+
+
+def after_test(nb, grade_id, source):
+    """Insert an ordinary code cell right after the test cell `grade_id`."""
+    index = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+    nb.cells.insert(index + 1, nbformat.v4.new_code_cell(source))
+    return nb
+
+
 def edit_test_cell(nb, grade_id, change):
     for cell in list(nb.cells):
         if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
@@ -109,7 +132,7 @@ CATALOGUE = {
     "delegates-to-reference": (lambda: solved(softmax=(
         "from plmcourse.ref import softmax as course_softmax\n\n"
         "def softmax(x, axis=-1):\n    return course_softmax(x, axis=axis)\n")), FULL - 2,
-        "your function calls plmcourse.ref.softmax"),
+        "plmcourse.ref.attention.softmax is not available while grading"),
     "reads-source-writes-gradebook": (lambda: with_cell(solved(softmax=""), (
         "import json, sqlite3\n"
         "try:\n"
@@ -121,6 +144,19 @@ CATALOGUE = {
         "    db.execute('update grade set manual_score = 100')\n    db.commit()\n"
         "except Exception as err:\n    print('no gradebook:', err)\n")), BROKEN_SOFTMAX, "flagged for review"),
     "empty-notebook": (lambda: nbformat.v4.new_notebook(), 0, None),
+    "all-metadata-stripped": (lambda: strip_all(solved()), FULL, None),
+    # Grading skips demo cells, except those the graded code needs: this one fills a dict.
+    "answer-reads-what-a-demo-fills": (lambda: demo_fills_cache(solved(softmax=answers()["softmax"].replace(
+        "np.exp(", "cache['stable_exp']("))), FULL, None),
+    "kernel-dies-after-softmax": (lambda: after_test(solved(), "test_softmax", "import os\nos._exit(1)\n"),
+                                  2, "never reached the grader"),
+    "swallows-the-timeout": (lambda: solved(causal_mask=(
+        "def causal_mask(n):\n"
+        "    while True:\n"
+        "        try:\n"
+        "            import time; time.sleep(100)\n"
+        "        except BaseException:\n"
+        "            pass\n")), FULL - 1, None),
 }
 REPORTED_NOT_GRADED = {
     # name: (file contents, sentence the collect report must contain)

@@ -56,6 +56,17 @@ def test_a_demo_an_answer_uses_runs_with_what_it_needs():
     assert cells_to_skip(cells) == {3}
 
 
+def test_a_demo_that_fills_what_an_answer_reads_runs():
+    """The answer reads a dict that only a demo cell fills: the demo defines no name, yet it is needed."""
+    cells = [cell("import numpy as np\ncache = {}"),
+             cell("cache['stable_exp'] = np.exp", demo=True),
+             cell("history = []", demo=False),
+             cell("history.append(1.0)\nplot(history)", demo=True),
+             cell("shown = []\nshown.append(2)", demo=True),
+             cell("def answer(x):\n    return cache['stable_exp'](x) * len(history)", grade_id="answer")]
+    assert cells_to_skip(cells) == {4}
+
+
 def test_dynamic_lookups_run_every_demo():
     cells = [cell("hidden = 1", demo=True), cell("def answer():\n    return globals()['hidden']")]
     assert cells_to_skip(cells) == set()

@@ -426,3 +426,41 @@ def test_the_kernel_launcher_loads_nothing_from_the_folder_it_starts_in(tmp_path
     argv = spec["argv"][:4] + ["--help"]  # python -P -m plmcourse.autograde.sandbox --help
     done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0 and "planted" not in done.stdout + done.stderr, done.stderr
+
+
+def test_stubbed_source_keeps_the_docstring_and_the_line_numbers():
+    source = ('def softmax(x, axis=-1):\n    """Softmax."""\n    e = np.exp(x)\n    return e / e.sum()\n\n\n'
+              'def other(x):\n    return x\n')
+    stubbed = sandbox.stub_source(source, "plmcourse.ref.attention", {"softmax"})
+    assert stubbed.count("\n") == source.count("\n")
+    assert '"""Softmax."""' in stubbed and "np.exp" not in stubbed and "def other(x):\n    return x" in stubbed
+    namespace = {}
+    exec(stubbed, namespace)
+    with pytest.raises(RuntimeError, match="plmcourse.ref.attention.softmax is not available while grading"):
+        namespace["softmax"](1.0)
+
+
+def test_in_the_sandbox_the_course_solutions_are_absent(course, tmp_path):
+    """Neither callable nor readable: the mounted package holds stubs where the graded functions were."""
+    package = sandbox.grading_package(tmp_path / "package")
+    code = textwrap.dedent("""
+        import inspect, numpy as np
+        from plmcourse import ref, nn
+        from plmcourse.data import wordpiece
+        for f in (ref.softmax, nn.scaled_dot_product_attention, ref.mlm_mask, wordpiece):
+            try:
+                f(*[np.zeros(3)] * (f.__code__.co_argcount - len(f.__defaults__ or ())))
+                print("ran", f.__name__)
+            except RuntimeError as error:
+                print("absent", f.__name__, "not available while grading" in str(error))
+        print("exp in source", "np.exp" in inspect.getsource(ref.softmax))
+        print("split_heads", ref.split_heads(np.zeros((1, 2, 4)), 2).shape)  # not graded: still there
+        import plmcourse.grading.attention, plmcourse.grading.bert, plmcourse.grading.wordpiece
+    """)
+    folder = course / "autograded" / "alice" / "03_attention"
+    folder.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(sandbox.bwrap_command([sys.executable, "-c", code], folder, course, package=package),
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("True") == 4 and "ran" not in done.stdout, done.stdout
+    assert "exp in source False" in done.stdout and "split_heads (1, 2, 2, 2)" in done.stdout

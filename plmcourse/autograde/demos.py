@@ -75,12 +75,51 @@ def cell_names(source: str) -> tuple[set[str], set[str]]:
             if symbol.is_referenced() and (at_top or symbol.is_global()):
                 reads.add(name)
         tables.extend(table.get_children())
+    defines |= _mutated(tree)
     if "get_ipython" in reads:
         reads.discard("get_ipython")
         shell_defines, shell_reads = _shell_names(tree)
         defines |= shell_defines
         reads |= shell_reads
     return defines, reads
+
+
+# Methods that change the object they are called on: a cell calling them on a name writes it.
+MUTATING_METHODS = frozenset({"append", "extend", "insert", "update", "setdefault", "add", "pop", "popitem",
+                              "clear", "remove", "discard", "sort", "reverse", "fill", "fill_", "copy_",
+                              "zero_", "add_", "mul_", "resize", "put", "itemset"})
+
+
+def _root_name(node):
+    while isinstance(node, (ast.Subscript, ast.Attribute)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _mutated(tree: ast.Module) -> set[str]:
+    """Names whose object the cell changes in place: d["k"] = v, x.attr = v, x += v, d.update(...).
+
+    A demo cell that fills a dict an answer reads defines nothing, yet the answer needs it.
+    """
+    names = set()
+    for node in ast.walk(tree):
+        targets = []
+        if isinstance(node, (ast.Assign, ast.Delete)):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in MUTATING_METHODS):
+            targets = [node.func.value]
+        for target in targets:
+            for part in (target.elts if isinstance(target, ast.Tuple) else [target]):
+                if isinstance(part, (ast.Subscript, ast.Attribute)) or node.__class__ is ast.Call:
+                    name = _root_name(part)
+                    if name:
+                        names.add(name)
+                elif isinstance(node, ast.AugAssign) and isinstance(part, ast.Name):
+                    names.add(part.id)
+    return names
 
 
 # Magics that run Python code given as their argument, and magics that never read the namespace.

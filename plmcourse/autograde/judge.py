@@ -46,7 +46,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from plmcourse.autograde.demos import nbgrader_metadata
+from plmcourse.autograde.demos import cells_to_skip, nbgrader_metadata
 from plmcourse.grading import wire
 
 CELL_SECONDS = int(os.environ.get("PLMCOURSE_CELL_SECONDS", "60"))  # as course/nbgrader_config.py
@@ -143,6 +143,7 @@ class Judge:
             if record is None:
                 return
             record.write_text("")  # a new kernel for this notebook: its earlier verdicts go
+            skipped = self.skipped_demos(record)
             while True:
                 try:
                     message = wire.receive(connection)
@@ -151,6 +152,10 @@ class Judge:
                 if message is None:
                     return
                 verdict = self._judge(connection, message, record)
+                if skipped and not verdict["passed"] and "your function raised" in verdict["message"]:
+                    verdict["message"] = verdict["message"].rstrip(".") + (
+                        f"; note that {skipped} demonstration cell(s) were not run while grading: if your "
+                        f"answer relies on something one of them computes, compute it in the answer cell.")
                 with self.lock, open(record, "a", encoding="utf-8") as f:
                     f.write(json.dumps(verdict) + "\n")
                 try:
@@ -159,6 +164,22 @@ class Judge:
                     return
                 if verdict.get("broken"):
                     return
+
+    def skipped_demos(self, record: Path) -> int:
+        """How many demo cells grading leaves out of this submission (read as JSON, never run)."""
+        if os.environ.get("PLMCOURSE_RUN_DEMOS") == "1":
+            return 0
+        student, assignment = record.stem.split("__", 1)
+        try:
+            notebook = next((self.course / "submitted" / student / assignment).glob("*.ipynb"))
+            with open(notebook, encoding="utf-8") as f:
+                cells = json.load(f)["cells"]
+            for cell in cells:
+                if isinstance(cell.get("source"), list):
+                    cell["source"] = "".join(cell["source"])
+            return len(cells_to_skip(cells))
+        except Exception:  # an unreadable notebook: nbgrader says so; no note here
+            return 0
 
     def salt(self, student: str, check: str) -> int:
         """The shift of this student's hidden seeds for `check`: from the course's secret, so the

@@ -26,6 +26,8 @@ What it does not do is listed in course/INSTRUCTORS.md.
 from __future__ import annotations
 
 import argparse
+import ast
+import compileall
 import functools
 import json
 import os
@@ -120,7 +122,7 @@ def _inside(path: Path, folders) -> bool:
 
 def bwrap_command(kernel_argv: list[str], notebook_dir: Path, course_root: Path,
                   connection_file: Path | None = None, socket_dir: Path | None = None,
-                  env: dict | None = None, files=()) -> list[str]:
+                  env: dict | None = None, files=(), package: Path | None = None) -> list[str]:
     """bwrap arguments that run `kernel_argv` in an empty root with only what a kernel needs.
 
     Read-only: the system's /usr (and /bin, /lib... as links or mounts), a few files of
@@ -154,6 +156,8 @@ def bwrap_command(kernel_argv: list[str], notebook_dir: Path, course_root: Path,
     python = sorted({*readonly_paths(), *pythonpath_dirs(course_root)})
     for path in python:
         cmd += ["--ro-bind", str(path), str(path)]
+    if package is not None:  # the graded functions' own versions absent (grading_package)
+        cmd += ["--ro-bind", str(package), str(Path(plmcourse.__file__).resolve().parent)]
     if _inside(course_root, [*shown, *python]):
         # The course lies inside something shown (a venv around it, say): hide it again,
         # and show again only what is inside it and needed.
@@ -188,6 +192,66 @@ def bwrap_command(kernel_argv: list[str], notebook_dir: Path, course_root: Path,
     # Nothing can be created beside what is mounted (the root is bwrap's own tmpfs).
     cmd += ["--remount-ro", "/"]
     return cmd + ["--", *kernel_argv]
+
+
+# ----------------------------------------------------------------------------
+# The package the kernel sees: the course's own solutions to the exercises are not in it
+
+
+STUBBED_FOLDERS = ("ref", "nn", "data")
+
+
+def graded_functions() -> set[str]:
+    """The names of the functions the course grades (check_softmax grades `softmax`, ...)."""
+    from plmcourse.grading import _CHECKS
+
+    return {name.removeprefix("check_") for name in _CHECKS}
+
+
+def stub_source(source: str, module: str, names: set[str]) -> str:
+    """`source` with the body of each top-level function in `names` replaced by a raise.
+
+    The docstring stays, and the lines keep their numbers (the body is padded with blank
+    lines), so tracebacks through the rest of the module read as usual.
+    """
+    lines = source.splitlines(keepends=True)
+    for node in ast.parse(source).body:
+        if not isinstance(node, ast.FunctionDef) or node.name not in names:
+            continue
+        body = node.body
+        if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            body = body[1:]  # keep the docstring
+        if not body:
+            continue
+        first, last = body[0].lineno - 1, node.end_lineno  # 0-based start, exclusive end
+        indent = " " * body[0].col_offset
+        message = (f"{module}.{node.name} is not available while grading: the answer must "
+                   f"compute it itself")
+        lines[first:last] = [f"{indent}raise RuntimeError({message!r})\n"] + ["\n"] * (last - first - 1)
+    return "".join(lines)
+
+
+def grading_package(folder: Path) -> Path:
+    """A copy of the plmcourse package under `folder` for the sandbox, in which the course's own
+    versions of the graded functions (in ref/, nn/ and data/) are absent: each raises instead.
+
+    Mounted over the package inside the sandbox: an answer that calls one, under any name,
+    or runs a copy of its code read from the package's files, fails like any wrong answer.
+    """
+    source = Path(plmcourse.__file__).resolve().parent
+    target = Path(folder) / "plmcourse"
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    names = graded_functions()
+    for sub in STUBBED_FOLDERS:
+        for path in sorted((target / sub).glob("*.py")):
+            text = path.read_text(encoding="utf-8")
+            module = "plmcourse." + sub + ("" if path.stem == "__init__" else f".{path.stem}")
+            stubbed = stub_source(text, module, names)
+            if stubbed != text:
+                path.write_text(stubbed, encoding="utf-8")
+    compileall.compile_dir(str(target), quiet=1)  # the sandbox writes no bytecode: ship it
+    return target
 
 
 def limit_memory(memory: int) -> None:
@@ -231,7 +295,7 @@ def connect_judge(notebook_dir: Path) -> int | None:
 
 
 def launch(connection_file: str, course_root: str, memory: int, kernel_args: list[str],
-           use_sandbox: bool = True) -> None:
+           use_sandbox: bool = True, package: str | None = None) -> None:
     """Replace this process by the kernel (so signals and exit codes pass straight through):
     sandboxed, unless use_sandbox=False, and connected to the judge when there is one."""
     notebook_dir = Path.cwd().resolve()
@@ -257,12 +321,13 @@ def launch(connection_file: str, course_root: str, memory: int, kernel_args: lis
         os.environ.pop("PLMCOURSE_JUDGE_SOCKET", None)
         os.execve(sys.executable, kernel, {**os.environ, **env})
     limit_resources(memory)
-    cmd = bwrap_command(kernel, notebook_dir, course, connection, socket_dir, env=env)
+    cmd = bwrap_command(kernel, notebook_dir, course, connection, socket_dir, env=env,
+                        package=Path(package) if package else None)
     os.execvp(cmd[0], cmd)
 
 
 def install_kernelspec(jupyter_path: Path, course_root: Path, memory: int = DEFAULT_MEMORY,
-                       use_sandbox: bool = True) -> Path:
+                       use_sandbox: bool = True, package: Path | None = None) -> Path:
     """Write kernels/python3/kernel.json under `jupyter_path`; put that first on JUPYTER_PATH to use it."""
     spec_dir = jupyter_path / "kernels" / "python3"
     spec_dir.mkdir(parents=True, exist_ok=True)
@@ -270,7 +335,8 @@ def install_kernelspec(jupyter_path: Path, course_root: Path, memory: int = DEFA
         # -P: the launcher starts in the student's autograded folder and runs outside the
         # sandbox; Python must not look for modules there.
         "argv": [sys.executable, "-P", "-m", "plmcourse.autograde.sandbox", "--course", str(course_root),
-                 "--memory", str(memory), *([] if use_sandbox else ["--no-sandbox"]), "{connection_file}"],
+                 "--memory", str(memory), *([] if use_sandbox else ["--no-sandbox"]),
+                 *(["--package", str(package)] if package else []), "{connection_file}"],
         "display_name": "Python 3 (plmcourse grading sandbox)",
         "language": "python",
         # Interrupts travel as a message: a signal to bwrap would not reach the kernel inside.
@@ -286,9 +352,11 @@ def main(argv=None) -> None:
     parser.add_argument("--course", required=True, help="the nbgrader course root to hide")
     parser.add_argument("--memory", type=int, default=DEFAULT_MEMORY, help="data-segment limit in bytes")
     parser.add_argument("--no-sandbox", action="store_true", help="no bubblewrap (the judge still decides)")
+    parser.add_argument("--package", help="a grading_package() copy to mount over plmcourse")
     parser.add_argument("connection_file")
     args, kernel_args = parser.parse_known_args(argv)  # the rest (e.g. from nbgrader) goes to the kernel
-    launch(args.connection_file, args.course, args.memory, kernel_args, use_sandbox=not args.no_sandbox)
+    launch(args.connection_file, args.course, args.memory, kernel_args, use_sandbox=not args.no_sandbox,
+           package=args.package)
 
 
 if __name__ == "__main__":

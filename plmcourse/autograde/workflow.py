@@ -278,13 +278,16 @@ def prepare_submissions(course: Path, assignment: str, student: str | None = Non
                 continue
             odd = [i for i, c in enumerate(nb.cells) if "nbgrader" in c.metadata
                    and not isinstance(c.metadata["nbgrader"], dict)]
+            for i in odd:
+                del nb.cells[i].metadata["nbgrader"]
+            restored = restore_metadata(nb, course / "release" / assignment / path.name)
             # A cell that names a grade_id the assignment does not have is not nbgrader's either:
             # a forged test ("test_bonus", 100 points) would make nbgrader give up on the notebook.
             forged = [i for i, c in enumerate(nb.cells) if i not in odd and nbgrader_metadata(c).get("grade_id")
                       and nbgrader_metadata(c)["grade_id"] not in grade_ids]
-            for i in odd + forged:
+            for i in forged:
                 del nb.cells[i].metadata["nbgrader"]
-            if odd or forged:
+            if odd or forged or restored:
                 # Written beside and moved over: never written through anything.
                 cleaned = path.with_name(path.name + ".cleaned")
                 nbformat.write(nb, cleaned)
@@ -292,10 +295,46 @@ def prepare_submissions(course: Path, assignment: str, student: str | None = Non
             if odd:
                 lines.append(f"{name}: ignored nbgrader metadata that is not nbgrader's in cell(s) "
                              f"{', '.join(str(i + 1) for i in odd)}")
+            if restored:
+                lines.append(f"{name}: restored the nbgrader metadata of {len(restored)} cell(s) "
+                             f"({', '.join(restored)}) by matching them to the release")
             if forged:
                 lines.append(f"{name}: flagged for review, cell(s) {', '.join(str(i + 1) for i in forged)} "
                              f"claim to be graded cells the assignment does not have; graded as ordinary cells")
     return lines
+
+
+def restore_metadata(nb, release_path: Path) -> list[str]:
+    """Give back to `nb`'s cells the nbgrader metadata they lost (a tool that strips unknown
+    metadata, a copy-paste into a fresh notebook); the grade_ids restored.
+
+    A cell is matched to the release cell it came from by its source (unchanged locked and
+    test cells) or, for an answer, by the function it defines (`def softmax(`). Only cells
+    without nbgrader metadata are matched, each at most once; a grade_id the notebook still
+    has is left alone. Without this nbgrader cannot grade a stripped notebook at all.
+    """
+    if not release_path.is_file():
+        return []
+    release = nbformat.read(release_path, as_version=4)
+    present = {nbgrader_metadata(c).get("grade_id") for c in nb.cells} - {None}
+    free = [c for c in nb.cells if "nbgrader" not in c.metadata]
+    restored = []
+    for original in release.cells:
+        meta = nbgrader_metadata(original)
+        grade_id = meta.get("grade_id")
+        if not grade_id or grade_id in present:
+            continue
+        match = next((c for c in free if c.cell_type == original.cell_type
+                      and c.source.strip() == original.source.strip()), None)
+        defined = re.findall(r"^def (\w+)\(", original.source, re.M)
+        if match is None and meta.get("solution") and defined:
+            match = next((c for c in free if c.cell_type == original.cell_type
+                          and all(re.search(rf"^def {name}\(", c.source, re.M) for name in defined)), None)
+        if match is not None:
+            match.metadata["nbgrader"] = dict(meta)
+            free.remove(match)
+            restored.append(grade_id)
+    return restored
 
 
 def clean_graded_folders(course: Path, assignment: str, student: str | None = None) -> list[str]:
@@ -420,7 +459,8 @@ def _kernel_envs(scratch: Path, course: Path, memory: int, jobs: int, use_sandbo
             raise RuntimeError(f"cannot autograde in the sandbox: {why_not}; install it, or pass "
                                f"--no-sandbox to grade without isolation")
     kernels = scratch / "jupyter"
-    sandbox.install_kernelspec(kernels, course, memory, use_sandbox=use_sandbox)
+    package = sandbox.grading_package(scratch / "package") if use_sandbox else None
+    sandbox.install_kernelspec(kernels, course, memory, use_sandbox=use_sandbox, package=package)
     path = os.pathsep.join([str(kernels), os.environ.get("JUPYTER_PATH", "")]).rstrip(os.pathsep)
     envs = []
     for job in range(jobs):

@@ -277,6 +277,11 @@ def _sdpa_mistakes(q, k, v, mask, empty):
     if mask is not None:
         yield ("attention with the mask inverted (True means the key may be attended to)",
                lambda: sdpa(q, k, v, ~mask))
+        yield ("attention with the mask inverted (True means the key may be attended to), the masked "
+               "scores filled with a large negative number", lambda: _finite_fill_attention(q, k, v, ~mask))
+        yield ("attention with the mask inverted (True means the key may be attended to), a large "
+               "negative number added to the masked scores",
+               lambda: _finite_fill_attention(q, k, v, ~mask, additive=True))
         yield "attention with the mask ignored", lambda: sdpa(q, k, v)
     if empty.any():
         yield ("a query with no allowed key getting uniform weights, as a finite fill such as -1e9 "
@@ -286,6 +291,22 @@ def _sdpa_mistakes(q, k, v, mask, empty):
                "such a row must get zero weights and a zero output",
                lambda: sdpa(q, k, v, mask | empty[..., None]))
     yield "the weights multiplied with k instead of v", lambda: _times_k(sdpa(q, k, v, mask), k)
+
+
+def _finite_fill_attention(q, k, v, mask, additive=False):
+    """Attention that masks with a finite number: a row with nothing allowed comes out
+    uniform (scores replaced by -1e9, say), or attending as if unmasked (-1e4 added to the
+    masked scores: softmax does not see a shift of the whole row), not NaN. Any such number
+    far below the scores gives the same weights."""
+    scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
+    mask = np.broadcast_to(mask, scores.shape)
+    if additive:
+        mask = mask | ~mask.any(axis=-1, keepdims=True)
+        scores = np.where(mask, scores, -np.inf)
+    else:
+        scores = np.where(mask, scores, -1e9)
+    weights = ref.softmax(scores, axis=-1)
+    return weights @ v, weights
 
 
 def _uniform_empty_rows(result, v, empty):
@@ -498,7 +519,7 @@ def _merge_wrong(x):
 
 
 def _mha_numpy(d, *, q_factor=1.0, transposed=False, split=ref.split_heads, merge=ref.merge_heads,
-               project_out=True, kv_from_q=False, invert_mask=False):
+               project_out=True, kv_from_q=False, invert_mask=False, attention=ref.scaled_dot_product_attention):
     """Multi-head attention in NumPy, with the switches that reproduce known mistakes."""
     x_q, n_heads, mask = d["x_q"], d["n_heads"], d["mask"]
     x_kv = x_q if kv_from_q else d["x_kv"]
@@ -508,7 +529,7 @@ def _mha_numpy(d, *, q_factor=1.0, transposed=False, split=ref.split_heads, merg
     q = split(x_q @ w_q * q_factor, n_heads)
     k = split(x_kv @ w_k, n_heads)
     v = split(x_kv @ w_v, n_heads)
-    heads, weights = ref.scaled_dot_product_attention(q, k, v, mask)
+    heads, weights = attention(q, k, v, mask)
     output = merge(heads)
     return (output @ w_o if project_out else output), weights
 
@@ -534,6 +555,12 @@ def _mha_mistakes(d):
     if d["mask"] is not None:
         yield ("attention with the mask inverted (True means the key may be attended to)",
                lambda: _mha_numpy(d, invert_mask=True))
+        yield ("attention with the mask inverted (True means the key may be attended to), the masked "
+               "scores filled with a large negative number",
+               lambda: _mha_numpy(d, invert_mask=True, attention=_finite_fill_attention))
+        yield ("attention with the mask inverted (True means the key may be attended to), a large "
+               "negative number added to the masked scores",
+               lambda: _mha_numpy(d, invert_mask=True, attention=lambda *a: _finite_fill_attention(*a, additive=True)))
 
 
 def _judge_mha(case, got, expected):

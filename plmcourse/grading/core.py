@@ -31,6 +31,7 @@ import hashlib
 import os
 import socket
 import sys
+import threading
 import textwrap
 import traceback
 from dataclasses import dataclass, field
@@ -490,13 +491,38 @@ def serve(connection, name, fn, hidden):
         upstream = wire.decode(message["upstream"]) if message.get("upstream") is not None else None
         case = Case("", tuple(args), kwargs, grad_leaves=tuple(message.get("grad_leaves", ())),
                     upstream=upstream, grad_of=message.get("grad_of"))
-        try:
-            reply = call_student(fn, case)
-        except KeyboardInterrupt:  # nbgrader's timeout interrupts the cell
-            reply = Reply(error=TimeoutError("the cell was interrupted: it ran longer than grading allows"))
+        reply = _call_with_limit(fn, case, CALL_SECONDS)
         if reply.error is not None:
             errors.append(reply.error)
         wire.send(connection, _reply_document(reply))
+
+
+# When graded, one call of the student's function may take this long (half of nbgrader's
+# limit for a whole cell, PLMCOURSE_CELL_SECONDS): the cases are small, and an endless loop
+# must cost its own exercise only, not the cells after it.
+CALL_SECONDS = max(1.0, int(os.environ.get("PLMCOURSE_CELL_SECONDS", "60")) / 2)
+
+
+def _call_with_limit(fn, case, seconds):
+    """call_student in a thread, given up after `seconds`: a loop that swallows interrupts
+    (`except BaseException: pass`) cannot hold the test cell, and with it the notebook."""
+    box = {}
+
+    def target():
+        try:
+            box["reply"] = call_student(fn, case)
+        except BaseException as error:  # SystemExit, KeyboardInterrupt raised by the student's code
+            box["reply"] = Reply(error=error)
+
+    thread = threading.Thread(target=target, daemon=True, name="student function")
+    thread.start()
+    try:
+        thread.join(seconds)
+    except KeyboardInterrupt:  # nbgrader's cell timeout arrived first
+        pass
+    if thread.is_alive():
+        return Reply(error=TimeoutError(f"it did not return within {seconds:g} s (an endless loop?)"))
+    return box["reply"]
 
 
 def _reply_document(reply):

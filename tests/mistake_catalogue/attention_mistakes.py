@@ -219,6 +219,22 @@ def sdpa_mask_inverted(q, k, v, mask=None):
     return sdpa_matmul(q, k, v, None if mask is None else ~mask)
 
 
+def sdpa_mask_inverted_finite_fill(q, k, v, mask=None):
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = np.where(mask, -1e9, scores)  # True read as "blocked"
+    weights = softmax_vectorised(scores, axis=-1)
+    return weights @ v, weights
+
+
+def sdpa_mask_inverted_fill_minus_10000(q, k, v, mask=None):
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores + np.where(mask, -1e4, 0.0)
+    weights = softmax_vectorised(scores, axis=-1)
+    return weights @ v, weights
+
+
 def sdpa_mask_ignored(q, k, v, mask=None):
     return sdpa_matmul(q, k, v)
 
@@ -322,6 +338,8 @@ SDPA_MISTAKES = [
     ("divides by sqrt(d_v)", sdpa_scaled_by_d_v, "divided by sqrt(d_v) instead of sqrt(d_k)"),
     ("softmax over the queries", sdpa_softmax_over_queries, "over the queries (axis -2)"),
     ("mask inverted", sdpa_mask_inverted, "the mask inverted"),
+    ("mask inverted, filled with -1e9", sdpa_mask_inverted_finite_fill, "the mask inverted"),
+    ("mask inverted, -1e4 added", sdpa_mask_inverted_fill_minus_10000, "the mask inverted"),
     ("mask ignored", sdpa_mask_ignored, "the mask ignored"),
     ("NaN for a query with no allowed key", sdpa_nan_on_empty_row, "may attend to no key gave NaN"),
     ("masked scores filled with -1e9", sdpa_fill_minus_1e9, "getting uniform weights"),
@@ -556,6 +574,22 @@ def mha_mask_inverted(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
     return mha_reshape(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, None if mask is None else ~mask)
 
 
+def mha_mask_inverted_finite_fill(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    B, L_q, d_model = x_q.shape
+    head = d_model // n_heads
+
+    def split(x):
+        return x.reshape(B, x.shape[1], n_heads, head).transpose(1, 2)
+
+    q, k, v = split(x_q @ w_q), split(x_kv @ w_k), split(x_kv @ w_v)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(head)
+    if mask is not None:
+        scores = scores.masked_fill(mask, -1e9)  # True read as "blocked"
+    weights = torch.softmax(scores, dim=-1)
+    heads = (weights @ v).transpose(1, 2).reshape(B, L_q, d_model)
+    return heads @ w_o, weights
+
+
 def mha_weights_averaged(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
     output, weights = mha_reshape(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask)
     return output, weights.mean(dim=1)
@@ -653,6 +687,7 @@ MHA_MISTAKES = [
     ("no 1/sqrt(d_head)", mha_no_scaling, "without the 1/sqrt(d_head) scaling"),
     ("divides by sqrt(d_model)", mha_scaled_by_d_model, "divided by sqrt(d_model) instead of sqrt(d_head)"),
     ("mask inverted", mha_mask_inverted, "the mask inverted"),
+    ("mask inverted, filled with -1e9", mha_mask_inverted_finite_fill, "the mask inverted"),
     ("weights averaged over heads", mha_weights_averaged, "not averaged over heads"),
     ("output detached", mha_detached, "gradients do not flow"),
     ("computed in NumPy", mha_through_numpy, "gradients do not flow"),
