@@ -18,16 +18,20 @@ that student (0 points). Now the judge decides outside the kernel
 (plmcourse.autograde.judge) and the sandbox keeps what the kernel writes, and every test passes.
 """
 
+import inspect
 import os
+import re
 import shutil
 import subprocess
 import sys
+import textwrap
 import time
 
 import nbformat
 import pytest
 
 from conftest import COURSE
+from plmcourse import ref
 from test_grading_catalogue import (  # noqa: F401  (pytestmark: the catalogue's markers and skip)
     ASSIGNMENT,
     BROKEN_SOFTMAX,
@@ -219,6 +223,10 @@ def planted_links_notebook():
     return solved(**own)
 
 
+# 11. The course's own softmax, its source retyped with another variable name: right, so the
+# points stay, but the report says whose code it is, for a person to decide.
+RETYPED_SOFTMAX = re.sub(r"\bx\b", "logits", textwrap.dedent(inspect.getsource(ref.softmax)))
+
 ATTACKS = {
     # student: (notebook, deserved total score)
     "frame-walking": (lambda: solved(softmax=FRAME_WALKING), BROKEN_SOFTMAX),
@@ -233,6 +241,7 @@ ATTACKS = {
     "planted-links": (planted_links_notebook, FULL - 1),
     "planted-launcher": (lambda: with_cell(solved(causal_mask=NOT_IMPLEMENTED), PLANTED_LAUNCHER), FULL - 1),
     "forged-test-cell": (forged_test_cell, FULL),
+    "retyped-reference": (lambda: solved(softmax=RETYPED_SOFTMAX), FULL),
 }
 
 
@@ -383,7 +392,14 @@ def expect_no_bonus(course, report, student):
     return problems
 
 
+def expect_retyped_reported(course, report, student):
+    lines = report_lines(report, student)
+    return [] if any("softmax is plmcourse.ref.softmax retyped" in line for line in lines) else [
+        f"no line of the grading report says {student}'s softmax is the course's retyped"]
+
+
 MORE = {
+    "retyped-reference": expect_retyped_reported,
     "private-torch-ops": expect_private_ops_reported,
     "reads-environment": expect_secret_kept,
     "planted-links": expect_nothing_through_links,

@@ -129,9 +129,10 @@ CATALOGUE = {
         "attention_checks.check_softmax.__code__ = (lambda fn, hidden=False: None).__code__\n"
         "get_ipython().set_custom_exc((Exception,), lambda *a, **k: print('all good'))\n")),
         BROKEN_SOFTMAX, "never reached the grader"),
+    # In the sandbox the course's softmax is absent: the attention answer built on it fails too.
     "delegates-to-reference": (lambda: solved(softmax=(
         "from plmcourse.ref import softmax as course_softmax\n\n"
-        "def softmax(x, axis=-1):\n    return course_softmax(x, axis=axis)\n")), FULL - 2,
+        "def softmax(x, axis=-1):\n    return course_softmax(x, axis=axis)\n")), BROKEN_SOFTMAX,
         "plmcourse.ref.attention.softmax is not available while grading"),
     "reads-source-writes-gradebook": (lambda: with_cell(solved(softmax=""), (
         "import json, sqlite3\n"

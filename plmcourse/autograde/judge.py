@@ -35,6 +35,8 @@ What a kernel could still do, and what catches it:
 
 from __future__ import annotations
 
+import ast
+import copy
 import hashlib
 import hmac
 import json
@@ -42,6 +44,7 @@ import os
 import re
 import secrets
 import socket
+import textwrap
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -306,6 +309,69 @@ def apply_verdicts(judge: Judge, course: Path, assignment: str, students: list[s
                                          f"judge ({why}); scored 0")
                 gradebook.db.commit()
     return lines
+
+
+def _canonical(function: ast.FunctionDef) -> str:
+    """The function's code with its docstring dropped and every name it binds or reads renamed
+    v0, v1, ... in order of appearance: the same for a copy retyped with other variable names."""
+    function = copy.deepcopy(function)
+    body = function.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
+        function.body = body[1:] or [ast.Pass()]
+    names = {}
+    for node in ast.walk(function):
+        if isinstance(node, ast.Name):
+            node.id = names.setdefault(node.id, f"v{len(names)}")
+        elif isinstance(node, ast.arg):
+            node.arg = names.setdefault(node.arg, f"v{len(names)}")
+    function.name = "f"
+    return ast.dump(function, annotate_fields=False)
+
+
+# Short functions (causal_mask is one np.tril) are written the same way by many honest
+# students; only a copy of something longer says anything.
+RETYPED_MIN_NODES = 80
+
+
+def reference_copies() -> dict:
+    """{canonical code: "plmcourse.ref.softmax"} for the course's own version of every graded function."""
+    import importlib
+    import inspect
+
+    from plmcourse.autograde.sandbox import graded_functions
+
+    found = {}
+    names = graded_functions()
+    for module_name in ("plmcourse.ref", "plmcourse.nn", "plmcourse.data"):
+        package = importlib.import_module(module_name)
+        for name in sorted(names):
+            function = getattr(package, name, None)
+            if not inspect.isfunction(function):
+                continue
+            tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+            if sum(1 for _ in ast.walk(tree)) >= RETYPED_MIN_NODES:
+                found[_canonical(tree.body[0])] = f"{module_name}.{name}"
+    return found
+
+
+def retyped(notebook: Path, copies: dict) -> list[str]:
+    """One phrase per function in the notebook's code cells that is a course reference retyped."""
+    with open(notebook, encoding="utf-8") as f:
+        cells = json.load(f)["cells"]
+    found = []
+    for cell in cells:
+        source = "".join(cell["source"]) if isinstance(cell.get("source"), list) else str(cell.get("source", ""))
+        if cell.get("cell_type") != "code":
+            continue
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and _canonical(node) in copies:
+                found.append(f"{node.name} is {copies[_canonical(node)]} retyped (the same code up to "
+                             f"variable names)")
+    return found
 
 
 def suspicious(notebook: Path, course_cells: frozenset = frozenset()) -> list[str]:

@@ -34,7 +34,7 @@ from pathlib import Path
 import nbformat
 
 from plmcourse.autograde import sandbox
-from plmcourse.autograde.judge import Judge, apply_verdicts, suspicious
+from plmcourse.autograde.judge import Judge, apply_verdicts, reference_copies, retyped, suspicious
 from plmcourse.autograde.demos import nbgrader_metadata
 
 # "alice/03_attention.ipynb" or "alice_03_attention.ipynb" / "alice_1234_03_attention.ipynb":
@@ -421,15 +421,18 @@ def autograde(course: Path, assignment: str, use_sandbox: bool = True,
 
 
 def _review_flags(course: Path, assignment: str, students: list[str]) -> list[str]:
-    """One line per student whose cells do things no solution needs (judge.SUSPICIOUS)."""
+    """One line per student whose cells do things no solution needs (judge.SUSPICIOUS), and one
+    per answer that is the course's own version retyped."""
     course_cells = frozenset(c.source for path in (course / "source" / assignment).glob("*.ipynb")
                              for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
+    copies = reference_copies()
     lines = []
     for student in students:
         for notebook in sorted((course / "autograded" / student / assignment).glob("*.ipynb")):
             flags = suspicious(notebook, course_cells)
             if flags:
                 lines.append(f"{student}: flagged for review, the submission {', '.join(flags)}")
+            lines += [f"{student}: flagged for review, {why}" for why in retyped(notebook, copies)]
     return lines
 
 
