@@ -3,8 +3,6 @@ and the checks hold up against delegation, monkey-patching and cached answers.""
 
 import plmcourse  # noqa: F401  (first: sets OMP_WAIT_POLICY before numpy/torch load)
 
-import builtins
-import math
 import sys
 import types
 
@@ -158,37 +156,11 @@ def test_softmax_and_fused_attention_are_allowed_where_not_taught():
 
 
 # ----------------------------------------------------------------------------
-# Tampering
-
-
-def always_true(*args, **kwargs):
-    return True
+# Answers that try to look right
 
 
 def returns_none(*args, **kwargs):
     return None
-
-
-PATCHES = [
-    (np, "allclose", always_true),
-    (np, "isclose", always_true),
-    (np, "array_equal", always_true),
-    (np.testing, "assert_allclose", returns_none),
-    (torch, "allclose", always_true),
-    (torch, "equal", always_true),
-    (math, "isclose", always_true),
-    (builtins, "abs", lambda x: 0),
-    (builtins, "all", always_true),
-    (builtins, "any", lambda *a, **k: False),
-    (builtins, "max", lambda *a, **k: 0),
-]
-
-WRONG = [
-    (check_softmax, mistake("check_softmax", "ignores the axis argument")),
-    (check_scaled_dot_product_attention, mistake("check_scaled_dot_product_attention", "no 1/sqrt(d_k)")),
-    (check_causal_mask, mistake("check_causal_mask", "upper triangle")),
-    (check_multi_head_attention, mistake("check_multi_head_attention", "heads split by a plain reshape")),
-]
 
 
 def test_cached_answers_fail_the_hidden_cases():

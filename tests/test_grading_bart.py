@@ -5,8 +5,6 @@ The seeds of the statistical cases are shifted in tests/test_grading_bert.py, wi
 
 import plmcourse  # noqa: F401  (first: sets OMP_WAIT_POLICY before numpy/torch load)
 
-import builtins
-import math
 
 import numpy as np
 import pytest
@@ -44,28 +42,7 @@ def test_the_seal_is_lifted_afterwards():
 
 
 # ----------------------------------------------------------------------------
-# Tampering
-
-
-def always_true(*args, **kwargs):
-    return True
-
-
-PATCHES = [
-    (np, "allclose", always_true),
-    (np, "isin", lambda *a, **k: np.zeros(np.shape(a[0]), dtype=bool)),
-    (np, "isneginf", lambda x: np.ones(np.shape(x), dtype=bool)),
-    (torch, "allclose", always_true),
-    (math, "isfinite", always_true),
-    (builtins, "abs", lambda x: 0),
-    (builtins, "all", always_true),
-    (builtins, "round", lambda x, *a: 0),
-]
-
-WRONG = [
-    (check_text_infilling, mistake("check_text_infilling", "a mask per token")),
-    (check_permutation_mask, mistake("check_permutation_mask", "sees itself")),
-]
+# Answers that try to look right
 
 
 def test_answers_that_remember_the_seed_case_cannot_fake_determinism():

@@ -7,7 +7,6 @@ all three modules, the seeds of the statistical cases, the loss references, CUDA
 
 import plmcourse  # noqa: F401  (first: sets OMP_WAIT_POLICY before numpy/torch load)
 
-import builtins
 import math
 
 import numpy as np
@@ -26,7 +25,6 @@ from mistake_catalogue.gpt_mistakes import CATALOGUE as GPT_CATALOGUE
 from mistake_catalogue.gpt_mistakes import causal_slices, top_k_topk, top_p_sort_scatter
 from plmcourse import ref
 from plmcourse.grading import (
-    CheckFailed,
     check_causal_lm_loss,
     check_mlm_loss,
     check_mlm_mask,
@@ -129,28 +127,7 @@ def test_log_softmax_and_topk_are_allowed_where_not_taught():
 
 
 # ----------------------------------------------------------------------------
-# Tampering
-
-
-def always_true(*args, **kwargs):
-    return True
-
-
-PATCHES = [
-    (np, "allclose", always_true),
-    (np, "isin", lambda *a, **k: np.zeros(np.shape(a[0]), dtype=bool)),
-    (np, "isneginf", lambda x: np.ones(np.shape(x), dtype=bool)),
-    (torch, "allclose", always_true),
-    (math, "isfinite", always_true),
-    (builtins, "abs", lambda x: 0),
-    (builtins, "all", always_true),
-    (builtins, "round", lambda x, *a: 0),
-]
-
-WRONG = [
-    (check_mlm_mask, mistake("check_mlm_mask", "always [MASK]")),
-    (check_mlm_loss, mistake("check_mlm_loss", "mean over all positions")),
-]
+# Answers that try to look right
 
 
 def test_checks_leave_the_random_generators_alone():

@@ -6,8 +6,6 @@ are in tests/test_grading_bert.py."""
 
 import plmcourse  # noqa: F401  (first: sets OMP_WAIT_POLICY before numpy/torch load)
 
-import builtins
-import math
 
 import numpy as np
 import pytest
@@ -19,7 +17,6 @@ from mistake_catalogue.gpt_mistakes import CATALOGUE, causal_slices, top_p_sort_
 from plmcourse.grading import (
     CheckFailed,
     check_causal_lm_loss,
-    check_top_k_filter,
     check_top_p_filter,
 )
 from plmcourse.grading import gpt as checks
@@ -54,29 +51,7 @@ def test_sealing_is_not_fooled_by_try_except():
 
 
 # ----------------------------------------------------------------------------
-# Tampering
-
-
-def always_true(*args, **kwargs):
-    return True
-
-
-PATCHES = [
-    (np, "allclose", always_true),
-    (np, "isin", lambda *a, **k: np.zeros(np.shape(a[0]), dtype=bool)),
-    (np, "isneginf", lambda x: np.ones(np.shape(x), dtype=bool)),
-    (torch, "allclose", always_true),
-    (math, "isfinite", always_true),
-    (builtins, "abs", lambda x: 0),
-    (builtins, "all", always_true),
-    (builtins, "round", lambda x, *a: 0),
-]
-
-WRONG = [
-    (check_causal_lm_loss, mistake("check_causal_lm_loss", "no shift")),
-    (check_top_k_filter, mistake("check_top_k_filter", "k + 1 kept")),
-    (check_top_p_filter, mistake("check_top_p_filter", "crossing token removed")),
-]
+# Answers that try to look right
 
 
 def test_cached_answers_fail_the_hidden_cases():

@@ -8,7 +8,6 @@ plmcourse the grader itself imports, inside the sandbox, and give the solved not
 marks. (A user-site install cannot be tried here: a virtual environment turns the user site off.)
 """
 
-import os
 import shutil
 import subprocess
 import sys

@@ -3,7 +3,6 @@ and the checks hold up against delegation, monkey-patching and cached answers.""
 
 import plmcourse  # noqa: F401  (first: sets OMP_WAIT_POLICY before numpy/torch load)
 
-import builtins
 
 import numpy as np
 import pytest
@@ -90,25 +89,7 @@ def test_sealing_is_not_fooled_by_try_except():
 
 
 # ----------------------------------------------------------------------------
-# Tampering
-
-
-def always_true(*args, **kwargs):
-    return True
-
-
-PATCHES = [
-    (np, "allclose", always_true),
-    (torch, "allclose", always_true),
-    (builtins, "abs", lambda x: 0),
-    (builtins, "all", always_true),
-]
-
-WRONG = [
-    (check_cross_entropy, mistake("check_cross_entropy", "sum instead of mean")),
-    (check_bilm_loss, mistake("check_bilm_loss", "backward LM not reversed")),
-    (check_scalar_mix, mistake("check_scalar_mix", "unnormalised layer weights")),
-]
+# Answers that try to look right
 
 
 def test_cached_answers_fail_the_hidden_cases():

@@ -7,7 +7,6 @@ every student must be graded, with the points their answers deserve, and the rep
 say what was set aside.
 """
 
-import os
 import shutil
 import subprocess
 import sys

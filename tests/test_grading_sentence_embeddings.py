@@ -3,7 +3,6 @@ and the check holds up against delegation, monkey-patching and cached answers.""
 
 import plmcourse  # noqa: F401  (first: sets OMP_WAIT_POLICY before numpy/torch load)
 
-import builtins
 import sys
 import types
 
@@ -151,20 +150,6 @@ def test_the_seal_is_lifted_afterwards():
 
 # ----------------------------------------------------------------------------
 # Tampering, inputs and cached answers
-
-
-def always_true(*args, **kwargs):
-    return True
-
-
-PATCHES = [
-    (np, "allclose", always_true),
-    (np, "isfinite", lambda x: np.ones(np.shape(x), dtype=bool)),
-    (torch, "allclose", always_true),
-    (torch, "isfinite", lambda x: torch.ones_like(x, dtype=torch.bool)),
-    (builtins, "abs", lambda x: 0),
-    (builtins, "all", always_true),
-]
 
 
 def test_inputs_are_compared_before_and_after():

@@ -3,8 +3,6 @@ and the checks hold up against delegation, monkey-patching and cached answers.""
 
 import plmcourse  # noqa: F401  (first: sets OMP_WAIT_POLICY before numpy/torch load)
 
-import builtins
-import math
 
 import numpy as np
 import pytest
@@ -111,29 +109,7 @@ def test_the_seal_is_lifted_afterwards():
 
 
 # ----------------------------------------------------------------------------
-# Tampering
-
-
-def always_true(*args, **kwargs):
-    return True
-
-
-PATCHES = [
-    (np, "allclose", always_true),
-    (np, "isclose", always_true),
-    (np, "array_equal", always_true),
-    (math, "isclose", always_true),
-    (builtins, "abs", lambda x: 0),
-    (builtins, "all", always_true),
-    (builtins, "max", lambda *a, **k: 0),
-]
-
-WRONG = [
-    (check_log_softmax, mistake("check_log_softmax", "sign flipped")),
-    (check_noise_distribution, mistake("check_noise_distribution", "raw unigram distribution")),
-    (check_skipgram_negative_sampling_loss,
-     mistake("check_skipgram_negative_sampling_loss", "sign of the negative term")),
-]
+# Answers that try to look right
 
 
 def test_cached_answers_fail_the_hidden_cases():

@@ -3,10 +3,8 @@ and the check holds up against delegation, monkey-patching and cached answers.""
 
 import plmcourse  # noqa: F401  (first: sets OMP_WAIT_POLICY before numpy/torch load)
 
-import builtins
 import importlib
 
-import numpy as np
 import pytest
 import torch
 
@@ -192,19 +190,6 @@ def test_the_seal_is_lifted_afterwards():
 
 # ----------------------------------------------------------------------------
 # Tampering and cached answers
-
-
-def always_true(*args, **kwargs):
-    return True
-
-
-PATCHES = [
-    (builtins, "isinstance", always_true),
-    (builtins, "all", always_true),
-    (builtins, "any", lambda *a, **k: False),
-    (builtins, "repr", lambda *a, **k: ""),
-    (np, "array_equal", always_true),
-]
 
 
 def test_a_str_subclass_that_equals_everything_does_not_pass():
