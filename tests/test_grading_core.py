@@ -248,3 +248,21 @@ def test_the_salt_moves_the_hidden_cases_and_only_them():
     assert [c.label for c in _softmax_cases(5000)][:len(visible)] == visible
     assert {c.label for c in _softmax_cases(5000)[len(visible):]}.isdisjoint(
         c.label for c in _softmax_cases(True)[len(visible):])
+
+
+# ----------------------------------------------------------------------------
+# Checks as tables
+
+
+@pytest.mark.parametrize("name", sorted(grading._CHECKS))
+def test_every_check_is_a_table_whose_hidden_run_extends_the_visible_one(name):
+    table = getattr(grading, name)
+    assert isinstance(table, core.Check) and table.name == name and table.doc.strip()
+    assert all(isinstance(arg, str) for arg in table.arg_names)
+
+    def cases(hidden):
+        return table.cases(hidden, torch.device("cpu")) if table.device else table.cases(hidden)
+
+    visible, hidden = [c.label for c in cases(False)], [c.label for c in cases(True)]
+    assert hidden[:len(visible)] == visible and len(hidden) > len(visible)
+    assert all(len(case.args) <= len(table.arg_names) for case in cases(True))

@@ -18,7 +18,7 @@ from plmcourse import nn as course_nn
 from plmcourse import ref
 from plmcourse.grading.core import (
     hidden_salt,
-    check,
+    Check,
     F32,
     F64,
     Case,
@@ -29,7 +29,6 @@ from plmcourse.grading.core import (
     first_match,
     judge_bool_mask,
     logits_case,
-    run_check,
     to_numpy,
 )
 
@@ -162,12 +161,16 @@ def _judge_softmax(case, got, expected):
     return f"{problem}; it matches {mistake}" if mistake else problem
 
 
-@check
-def check_softmax(fn, hidden=False):
-    """Check a NumPy `softmax(x, axis=-1)`: stable, any axis, -inf entries, float32."""
-    run_check("check_softmax", fn, _softmax_cases(hidden), arg_names=("x",),
-              reference=lambda case: ref.softmax(case.data["x"], axis=case.data["axis"]),
-              judge=_judge_softmax, seal=_softmax_seal(), flag_library=LIBRARY_SOFTMAX)
+check_softmax = Check(
+    name="check_softmax",
+    doc="""Check a NumPy `softmax(x, axis=-1)`: stable, any axis, -inf entries, float32.""",
+    arg_names=("x",),
+    cases=_softmax_cases,
+    reference=lambda case: ref.softmax(case.data["x"], axis=case.data["axis"]),
+    judge=_judge_softmax,
+    seal=_softmax_seal,
+    flag_library=LIBRARY_SOFTMAX,
+)
 
 
 # ----------------------------------------------------------------------------
@@ -358,13 +361,16 @@ def _judge_sdpa(case, got, expected):
     return f"{problem}; it matches {mistake}" if mistake else problem
 
 
-@check
-def check_scaled_dot_product_attention(fn, hidden=False):
-    """Check a NumPy `scaled_dot_product_attention(q, k, v, mask=None) -> (output, weights)`."""
-    run_check("check_scaled_dot_product_attention", fn, _sdpa_cases(hidden),
-              arg_names=("q", "k", "v", "mask"),
-              reference=lambda case: ref.scaled_dot_product_attention(*case.args),
-              judge=_judge_sdpa, seal=SDPA_SEAL, flag_library=LIBRARY_SOFTMAX + LIBRARY_ATTENTION)
+check_scaled_dot_product_attention = Check(
+    name="check_scaled_dot_product_attention",
+    doc="""Check a NumPy `scaled_dot_product_attention(q, k, v, mask=None) -> (output, weights)`.""",
+    arg_names=("q", "k", "v", "mask"),
+    cases=_sdpa_cases,
+    reference=lambda case: ref.scaled_dot_product_attention(*case.args),
+    judge=_judge_sdpa,
+    seal=SDPA_SEAL,
+    flag_library=LIBRARY_SOFTMAX + LIBRARY_ATTENTION,
+)
 
 
 # ----------------------------------------------------------------------------
@@ -390,13 +396,15 @@ def _causal_mistakes(n):
     yield "a mask that blocks nothing (all True)", lambda: (ones,)
 
 
-@check
-def check_causal_mask(fn, hidden=False):
-    """Check a NumPy `causal_mask(n)`: bool (n, n), True on and below the diagonal."""
-    run_check("check_causal_mask", fn, _causal_cases(hidden), arg_names=("n",),
-              reference=lambda case: ref.causal_mask(case.data["n"]),
-              judge=lambda case, got, expected: judge_bool_mask(got, expected, _causal_mistakes(case.data["n"])),
-              seal=CAUSAL_SEAL)
+check_causal_mask = Check(
+    name="check_causal_mask",
+    doc="""Check a NumPy `causal_mask(n)`: bool (n, n), True on and below the diagonal.""",
+    arg_names=("n",),
+    cases=_causal_cases,
+    reference=lambda case: ref.causal_mask(case.data["n"]),
+    judge=lambda case, got, expected: judge_bool_mask(got, expected, _causal_mistakes(case.data["n"])),
+    seal=CAUSAL_SEAL,
+)
 
 
 # ----------------------------------------------------------------------------
@@ -622,16 +630,19 @@ def _explain_mha_error(error):
     return None
 
 
-@check
-def check_multi_head_attention(fn, hidden=False, device=None):
-    """Check a PyTorch `multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None)`.
-
+check_multi_head_attention = Check(
+    name="check_multi_head_attention",
+    doc="""Check a PyTorch `multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None)`.
+    
     Output, per-head weights and gradients (with respect to x_q, x_kv and the four
     weight matrices) are compared with torch.nn.MultiheadAttention in float64 on
-    `device` (default: the CPU).
-    """
-    device = torch.device("cpu" if device is None else device)
-    run_check("check_multi_head_attention", fn, _mha_cases(hidden, device),
-              arg_names=("x_q", "x_kv", *WEIGHT_NAMES, "n_heads", "mask"),
-              reference=_mha_reference, judge=_judge_mha, seal=MHA_SEAL, flag_library=LIBRARY_ATTENTION,
-              explain_error=_explain_mha_error)
+    `device` (default: the CPU).""",
+    arg_names=("x_q", "x_kv", *WEIGHT_NAMES, "n_heads", "mask"),
+    cases=_mha_cases,
+    reference=_mha_reference,
+    judge=_judge_mha,
+    seal=MHA_SEAL,
+    explain_error=_explain_mha_error,
+    flag_library=LIBRARY_ATTENTION,
+    device=True,
+)

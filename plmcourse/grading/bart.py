@@ -18,7 +18,7 @@ import numpy as np
 
 from plmcourse import ref
 from plmcourse.grading.bert import _integer_array, _Memory, _seed_problem
-from plmcourse.grading.core import Case, check, judge_bool_mask, run_check, hidden_salt
+from plmcourse.grading.core import Case, Check, judge_bool_mask, hidden_salt
 
 __all__ = [
     "check_text_infilling",
@@ -160,14 +160,16 @@ def _judge_infilling(case, got, memory):
     return None
 
 
-@check
-def check_text_infilling(fn, hidden=False):
-    """Check a NumPy `text_infilling(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0)`."""
-    memory = _Memory()
-    run_check("check_text_infilling", fn, _infilling_cases(hidden), arg_names=("tokens", "rng", "mask_id"),
-              reference=lambda case: None,
-              judge=lambda case, got, expected: _judge_infilling(case, got, memory),
-              seal=INFILLING_SEAL)
+check_text_infilling = Check(
+    name="check_text_infilling",
+    doc="""Check a NumPy `text_infilling(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0)`.""",
+    arg_names=("tokens", "rng", "mask_id"),
+    cases=_infilling_cases,
+    reference=lambda case: None,
+    judge=lambda case, got, expected, memory: _judge_infilling(case, got, memory),
+    seal=INFILLING_SEAL,
+    memory=_Memory,
+)
 
 
 # ============================================================================
@@ -201,14 +203,16 @@ def _prefix_mistakes(n, p):
     yield "a mask that blocks nothing (all True)", lambda: (np.ones((n, n), dtype=bool),)
 
 
-@check
-def check_prefix_lm_mask(fn, hidden=False):
-    """Check a NumPy `prefix_lm_mask(n, prefix_len)`: bidirectional prefix, causal rest (UniLM)."""
-    run_check("check_prefix_lm_mask", fn, _prefix_cases(hidden), arg_names=("n", "prefix_len"),
-              reference=lambda case: ref.prefix_lm_mask(case.data["n"], case.data["p"]),
-              judge=lambda case, got, expected: judge_bool_mask(got, expected,
+check_prefix_lm_mask = Check(
+    name="check_prefix_lm_mask",
+    doc="""Check a NumPy `prefix_lm_mask(n, prefix_len)`: bidirectional prefix, causal rest (UniLM).""",
+    arg_names=("n", "prefix_len"),
+    cases=_prefix_cases,
+    reference=lambda case: ref.prefix_lm_mask(case.data["n"], case.data["p"]),
+    judge=lambda case, got, expected: judge_bool_mask(got, expected,
                                                             _prefix_mistakes(case.data["n"], case.data["p"])),
-              seal=PREFIX_SEAL)
+    seal=PREFIX_SEAL,
+)
 
 
 def _permutation_cases(hidden):
@@ -236,11 +240,13 @@ def _permutation_mistakes(order):
            lambda: (~(rank[None, :] < rank[:, None]),))
 
 
-@check
-def check_permutation_mask(fn, hidden=False):
-    """Check a NumPy `permutation_mask(order)`: i sees j when j comes earlier in the order (XLNet)."""
-    run_check("check_permutation_mask", fn, _permutation_cases(hidden), arg_names=("order",),
-              reference=lambda case: ref.permutation_mask(case.data["order"]),
-              judge=lambda case, got, expected: judge_bool_mask(got, expected,
+check_permutation_mask = Check(
+    name="check_permutation_mask",
+    doc="""Check a NumPy `permutation_mask(order)`: i sees j when j comes earlier in the order (XLNet).""",
+    arg_names=("order",),
+    cases=_permutation_cases,
+    reference=lambda case: ref.permutation_mask(case.data["order"]),
+    judge=lambda case, got, expected: judge_bool_mask(got, expected,
                                                             _permutation_mistakes(case.data["order"])),
-              seal=PERMUTATION_SEAL)
+    seal=PERMUTATION_SEAL,
+)

@@ -27,7 +27,7 @@ from plmcourse import nn as course_nn
 from plmcourse import ref
 from plmcourse.grading.core import (
     hidden_salt,
-    check,
+    Check,
     F32,
     F64,
     Case,
@@ -37,7 +37,6 @@ from plmcourse.grading.core import (
     expect_array,
     expect_pair,
     first_match,
-    run_check,
     to_numpy,
 )
 from plmcourse.nn import models as course_models
@@ -265,15 +264,16 @@ def _mlm_statistics(d, inputs, tokens, predicted, special, replaced):
     return None
 
 
-@check
-def check_mlm_mask(fn, hidden=False):
-    """Check a NumPy `mlm_mask(tokens, rng, vocab_size, mask_id, special_ids, p=0.15) -> (inputs, labels)`."""
-    memory = _Memory()
-    run_check("check_mlm_mask", fn, _mlm_mask_cases(hidden),
-              arg_names=("tokens", "rng", "vocab_size", "mask_id", "special_ids"),
-              reference=lambda case: None,
-              judge=lambda case, got, expected: _judge_mlm_mask(case, got, memory),
-              seal=MLM_MASK_SEAL)
+check_mlm_mask = Check(
+    name="check_mlm_mask",
+    doc="""Check a NumPy `mlm_mask(tokens, rng, vocab_size, mask_id, special_ids, p=0.15) -> (inputs, labels)`.""",
+    arg_names=("tokens", "rng", "vocab_size", "mask_id", "special_ids"),
+    cases=_mlm_mask_cases,
+    reference=lambda case: None,
+    judge=lambda case, got, expected, memory: _judge_mlm_mask(case, got, memory),
+    seal=MLM_MASK_SEAL,
+    memory=_Memory,
+)
 
 
 # ============================================================================
@@ -483,13 +483,17 @@ def _mlm_loss_cases(hidden, device):
     return cases
 
 
-@check
-def check_mlm_loss(fn, hidden=False, device=None):
-    """Check a PyTorch `mlm_loss(logits, labels)`: mean -log p(label) over labels != -100, with gradients."""
-    device = torch.device("cpu" if device is None else device)
-    run_check("check_mlm_loss", fn, _mlm_loss_cases(hidden, device), arg_names=("logits", "labels"),
-              reference=_reference_loss, judge=lambda c, g, e: _judge_loss(c, g, e, "mlm_loss"),
-              seal=LOSS_SEAL, explain_error=_explain_loss_error)
+check_mlm_loss = Check(
+    name="check_mlm_loss",
+    doc="""Check a PyTorch `mlm_loss(logits, labels)`: mean -log p(label) over labels != -100, with gradients.""",
+    arg_names=("logits", "labels"),
+    cases=_mlm_loss_cases,
+    reference=_reference_loss,
+    judge=lambda c, g, e: _judge_loss(c, g, e, "mlm_loss"),
+    seal=LOSS_SEAL,
+    explain_error=_explain_loss_error,
+    device=True,
+)
 
 
 # ============================================================================
@@ -580,13 +584,15 @@ def _judge_count(case, got, expected):
     return f"{problem}; it matches {mistake}" if mistake else problem
 
 
-@check
-def check_bert_parameter_count(fn, hidden=False):
-    """Check `bert_parameter_count(vocab_size, d_model, n_layers, d_ff, max_len, type_vocab_size=2)`.
-
+check_bert_parameter_count = Check(
+    name="check_bert_parameter_count",
+    doc="""Check `bert_parameter_count(vocab_size, d_model, n_layers, d_ff, max_len, type_vocab_size=2)`.
+    
     The count of BERT with its pooler and without the pre-training heads, the
-    convention of the published 110M / 340M (exactly 109,482,240 and 335,141,888).
-    """
-    run_check("check_bert_parameter_count", fn, _count_cases(hidden),
-              arg_names=("vocab_size", "d_model", "n_layers", "d_ff", "max_len", "type_vocab_size"),
-              reference=_count_reference, judge=_judge_count, seal=BERT_COUNT_SEAL)
+    convention of the published 110M / 340M (exactly 109,482,240 and 335,141,888).""",
+    arg_names=("vocab_size", "d_model", "n_layers", "d_ff", "max_len", "type_vocab_size"),
+    cases=_count_cases,
+    reference=_count_reference,
+    judge=_judge_count,
+    seal=BERT_COUNT_SEAL,
+)

@@ -11,7 +11,7 @@ The same check runs in two places (see plmcourse.grading's docstring for the pic
   judges the answer right there. This is feedback, and the student could change it;
   nothing is decided by it.
 * When an instructor grades, the kernel has a connection to the judge
-  (`PLMCOURSE_JUDGE_FD`). The `@check` decorator then hands the call to `serve`, which
+  (`PLMCOURSE_JUDGE_FD`). A `Check` then hands the call to `serve`, which
   tells the judge which check ran and does nothing else but call the student's
   function on the inputs the judge sends, returning plain data (`plmcourse.grading.wire`).
   The judge, a process that never runs student code, runs this very module's
@@ -48,7 +48,7 @@ __all__ = [
     "CheckFailed",
     "Case",
     "Reply",
-    "check",
+    "Check",
     "run_check",
     "Remote",
     "F64",
@@ -340,21 +340,59 @@ def _gradients(case, reply):
 # Running a check
 
 
-def check(function):
-    """Decorator of every check_* function: run it here, or let the judge run it.
+@dataclass(eq=False)
+class Check:
+    """One exercise's check, as a table the engine (`run_check`) reads, in both places.
 
-    In a grading kernel (one with a judge connection) the check is run by the judge,
-    which calls back here for the student's answers (`serve`); anywhere else it runs here.
+    name: "check_softmax", what the notebook calls and the judge is told.
+    doc: what the check holds the function to (shown by help()).
+    arg_names: the function's positional parameters, for messages ("q", "k", "v").
+    cases(hidden) -> [Case], or cases(hidden, device) when device=True: the visible cases,
+        plus the hidden ones when `hidden` (True, or the judge's salt: see hidden_salt).
+    reference(case) -> expected, and judge(case, got, expected) -> None or the problem;
+        with memory set, judge(case, got, expected, memory(), made fresh for each run):
+        what a random function's judge remembers across cases (the same seed twice).
+    seal: (object, label) pairs the answer must not call, or a function that makes them
+        when the check runs (a library the notebook loads late); explain_error(exception) ->
+        a hint or None; flag_library: torch names reported when graded (run_check).
+
+    Calling it runs the check: here, or, in a grading kernel connected to the judge, there
+    (the kernel then only answers the judge's calls, `serve`).
     """
 
-    @functools.wraps(function)
-    def run(fn, hidden=False, **options):
+    name: str
+    doc: str
+    arg_names: tuple
+    cases: object
+    reference: object
+    judge: object
+    seal: object = ()
+    explain_error: object = None
+    flag_library: tuple = ()
+    device: bool = False
+    memory: object = None
+
+    def __post_init__(self):
+        self.__doc__ = self.doc
+
+    def __call__(self, fn, hidden=False, device=None):
         connection = _judge_connection()
         if connection is not None:
-            return serve(connection, function.__name__, fn, hidden)
-        return function(fn, hidden=hidden, **options)
+            return serve(connection, self.name, fn, hidden)
+        if self.device:
+            cases = self.cases(hidden, torch.device("cpu" if device is None else device))
+        else:
+            cases = self.cases(hidden)
+        judge = self.judge
+        if self.memory is not None:
+            memory = self.memory()
+            judge = lambda case, got, expected: self.judge(case, got, expected, memory)  # noqa: E731
+        run_check(self.name, fn, cases, arg_names=self.arg_names, reference=self.reference, judge=judge,
+                  seal=self.seal() if callable(self.seal) else self.seal, explain_error=self.explain_error,
+                  flag_library=self.flag_library)
 
-    return run
+    def __repr__(self):
+        return f"<{self.name}: {self.doc.splitlines()[0]}>"
 
 
 def run_check(name, fn, cases, *, arg_names, reference, judge, seal=(), explain_error=None,

@@ -18,12 +18,11 @@ from plmcourse import ref
 from plmcourse.grading.bert import LOSS_SEAL, _explain_loss_error, _judge_loss, _loss_case, _reference_loss
 from plmcourse.grading.core import (
     hidden_salt,
-    check,
+    Check,
     Case,
     compare,
     expect_array,
     first_match,
-    run_check,
     to_numpy,
 )
 
@@ -59,13 +58,17 @@ def _causal_cases(hidden, device):
     return cases
 
 
-@check
-def check_causal_lm_loss(fn, hidden=False, device=None):
-    """Check a PyTorch `causal_lm_loss(logits, tokens, ignore_index=-100)`: the shift happens inside."""
-    device = torch.device("cpu" if device is None else device)
-    run_check("check_causal_lm_loss", fn, _causal_cases(hidden, device), arg_names=("logits", "tokens"),
-              reference=_reference_loss, judge=lambda c, g, e: _judge_loss(c, g, e, "causal_lm_loss"),
-              seal=LOSS_SEAL, explain_error=_explain_loss_error)
+check_causal_lm_loss = Check(
+    name="check_causal_lm_loss",
+    doc="""Check a PyTorch `causal_lm_loss(logits, tokens, ignore_index=-100)`: the shift happens inside.""",
+    arg_names=("logits", "tokens"),
+    cases=_causal_cases,
+    reference=_reference_loss,
+    judge=lambda c, g, e: _judge_loss(c, g, e, "causal_lm_loss"),
+    seal=LOSS_SEAL,
+    explain_error=_explain_loss_error,
+    device=True,
+)
 
 
 # ============================================================================
@@ -252,23 +255,27 @@ def _judge_filter(case, got, expected, mistakes):
     return f"{problem}; it matches {mistake}"
 
 
-@check
-def check_top_k_filter(fn, hidden=False, device=None):
-    """Check a PyTorch `top_k_filter(logits, k)`: keep the k largest per row (last axis), others -inf."""
-    device = torch.device("cpu" if device is None else device)
-    run_check("check_top_k_filter", fn, _top_k_cases(hidden, device), arg_names=("logits", "k"),
-              reference=lambda case: ref.top_k_filter(case.data["logits"], case.data["k"]),
-              judge=lambda case, got, expected: _judge_filter(
+check_top_k_filter = Check(
+    name="check_top_k_filter",
+    doc="""Check a PyTorch `top_k_filter(logits, k)`: keep the k largest per row (last axis), others -inf.""",
+    arg_names=("logits", "k"),
+    cases=_top_k_cases,
+    reference=lambda case: ref.top_k_filter(case.data["logits"], case.data["k"]),
+    judge=lambda case, got, expected: _judge_filter(
                   case, got, expected, _top_k_mistakes(case.data["logits"], case.data["k"])),
-              seal=TOP_K_SEAL)
+    seal=TOP_K_SEAL,
+    device=True,
+)
 
 
-@check
-def check_top_p_filter(fn, hidden=False, device=None):
-    """Check a PyTorch `top_p_filter(logits, p)`: keep the smallest most-likely set with mass >= p."""
-    device = torch.device("cpu" if device is None else device)
-    run_check("check_top_p_filter", fn, _top_p_cases(hidden, device), arg_names=("logits", "p"),
-              reference=lambda case: ref.top_p_filter(case.data["logits"], case.data["p"]),
-              judge=lambda case, got, expected: _judge_filter(
+check_top_p_filter = Check(
+    name="check_top_p_filter",
+    doc="""Check a PyTorch `top_p_filter(logits, p)`: keep the smallest most-likely set with mass >= p.""",
+    arg_names=("logits", "p"),
+    cases=_top_p_cases,
+    reference=lambda case: ref.top_p_filter(case.data["logits"], case.data["p"]),
+    judge=lambda case, got, expected: _judge_filter(
                   case, got, expected, _top_p_mistakes(case.data["logits"], case.data["p"])),
-              seal=TOP_P_SEAL)
+    seal=TOP_P_SEAL,
+    device=True,
+)

@@ -15,7 +15,7 @@ from plmcourse import nn as course_nn
 from plmcourse import ref
 from plmcourse.grading.core import (
     hidden_salt,
-    check,
+    Check,
     gradient_problem,
     F32,
     F64,
@@ -25,7 +25,6 @@ from plmcourse.grading.core import (
     describe,
     expect_array,
     first_match,
-    run_check,
     to_numpy,
 )
 
@@ -166,13 +165,17 @@ def _explain_index_error(error):
     return None
 
 
-@check
-def check_cross_entropy(fn, hidden=False):
-    """Check a NumPy `cross_entropy(logits, targets, ignore_index=-100)`: mean -log p(target), stable."""
-    run_check("check_cross_entropy", fn, _ce_cases(hidden), arg_names=("logits", "targets"),
-              reference=lambda case: ref.cross_entropy(case.data["logits"], case.data["targets"],
+check_cross_entropy = Check(
+    name="check_cross_entropy",
+    doc="""Check a NumPy `cross_entropy(logits, targets, ignore_index=-100)`: mean -log p(target), stable.""",
+    arg_names=("logits", "targets"),
+    cases=_ce_cases,
+    reference=lambda case: ref.cross_entropy(case.data["logits"], case.data["targets"],
                                                        case.data["ignore_index"]),
-              judge=_judge_ce, seal=CROSS_ENTROPY_SEAL, explain_error=_explain_index_error)
+    judge=_judge_ce,
+    seal=CROSS_ENTROPY_SEAL,
+    explain_error=_explain_index_error,
+)
 
 
 # ----------------------------------------------------------------------------
@@ -343,19 +346,21 @@ def _explain_torch_error(error):
     return None
 
 
-@check
-def check_bilm_loss(fn, hidden=False, device=None):
-    """Check a PyTorch `bilm_loss(forward_logits, backward_logits, targets)`: value and gradients.
-
+check_bilm_loss = Check(
+    name="check_bilm_loss",
+    doc="""Check a PyTorch `bilm_loss(forward_logits, backward_logits, targets)`: value and gradients.
+    
     forward_logits[:, t] predicts targets[:, t + 1], backward_logits[:, t] predicts
     targets[:, t - 1]; each direction's mean cross-entropy over the predictions made
-    between real tokens (targets of -100 are padding), summed.
-    """
-    device = torch.device("cpu" if device is None else device)
-    run_check("check_bilm_loss", fn, _bilm_cases(hidden, device),
-              arg_names=("forward_logits", "backward_logits", "targets"),
-              reference=_bilm_reference, judge=_judge_bilm, seal=BILM_SEAL,
-              explain_error=_explain_torch_error)
+    between real tokens (targets of -100 are padding), summed.""",
+    arg_names=("forward_logits", "backward_logits", "targets"),
+    cases=_bilm_cases,
+    reference=_bilm_reference,
+    judge=_judge_bilm,
+    seal=BILM_SEAL,
+    explain_error=_explain_torch_error,
+    device=True,
+)
 
 
 # ----------------------------------------------------------------------------
@@ -475,13 +480,17 @@ def _judge_mix(case, got, expected):
                             " (does a .detach() or .item() cut part of the graph?)")
 
 
-@check
-def check_scalar_mix(fn, hidden=False, device=None):
-    """Check a PyTorch `scalar_mix(layers, weights, gamma)` = gamma * sum_j softmax(weights)_j layers[j].
-
+check_scalar_mix = Check(
+    name="check_scalar_mix",
+    doc="""Check a PyTorch `scalar_mix(layers, weights, gamma)` = gamma * sum_j softmax(weights)_j layers[j].
+    
     layers (N, ...), weights (N,), gamma 0-d; output and gradients with respect to
-    all three are compared with plmcourse.nn.scalar_mix in float64.
-    """
-    device = torch.device("cpu" if device is None else device)
-    run_check("check_scalar_mix", fn, _mix_cases(hidden, device), arg_names=("layers", "weights", "gamma"),
-              reference=_mix_reference, judge=_judge_mix, seal=MIX_SEAL, explain_error=_explain_torch_error)
+    all three are compared with plmcourse.nn.scalar_mix in float64.""",
+    arg_names=("layers", "weights", "gamma"),
+    cases=_mix_cases,
+    reference=_mix_reference,
+    judge=_judge_mix,
+    seal=MIX_SEAL,
+    explain_error=_explain_torch_error,
+    device=True,
+)

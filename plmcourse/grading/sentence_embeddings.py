@@ -18,14 +18,13 @@ import torch
 
 from plmcourse.grading.core import (
     hidden_salt,
-    check,
+    Check,
     F32,
     F64,
     Case,
     compare,
     expect_array,
     first_match,
-    run_check,
     to_numpy,
 )
 from plmcourse.nn import sentence_embeddings as nn_sentence_embeddings
@@ -280,16 +279,19 @@ def _explain_mean_pool_error(error):
     return None
 
 
-@check
-def check_mean_pool(fn, hidden=False, device=None):
-    """Check a PyTorch `mean_pool(hidden, mask) -> (B, d)`: the mean of the real tokens' vectors.
-
+check_mean_pool = Check(
+    name="check_mean_pool",
+    doc="""Check a PyTorch `mean_pool(hidden, mask) -> (B, d)`: the mean of the real tokens' vectors.
+    
     hidden (B, T, d); mask (B, T), bool or 0/1 integers or float, True/1 for real tokens.
     The result keeps hidden's dtype and device; a row with no real token gives zeros,
     in the gradient too; values at padded positions (NaN included) never reach the result.
-    Cases run on `device` (default: the CPU).
-    """
-    device = torch.device("cpu" if device is None else device)
-    run_check("check_mean_pool", fn, _mean_pool_cases(hidden, device), arg_names=("hidden", "mask"),
-              reference=_mean_pool_reference, judge=_judge_mean_pool, seal=_mean_pool_seal(),
-              explain_error=_explain_mean_pool_error)
+    Cases run on `device` (default: the CPU).""",
+    arg_names=("hidden", "mask"),
+    cases=_mean_pool_cases,
+    reference=_mean_pool_reference,
+    judge=_judge_mean_pool,
+    seal=_mean_pool_seal,
+    explain_error=_explain_mean_pool_error,
+    device=True,
+)

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from plmcourse.grading.core import Case, check, compare, expect_array, first_match, run_check, hidden_salt
+from plmcourse.grading.core import Case, Check, compare, expect_array, first_match, hidden_salt
 
 ATOL, RTOL = 1e-10, 1e-8
 
@@ -14,13 +14,15 @@ def _expected(v):
 
 
 def _cases(hidden):
-    rng = np.random.default_rng(2024 + hidden_salt(hidden) if hidden else 0)
+    """The visible cases; hidden=True (or the judge's salt) adds others after them."""
+    rng = np.random.default_rng(0)
     cases = [Case("v = [3, 4]", (np.array([3.0, 4.0]),))]
-    for n in ((5, 17, 1) if hidden else (3, 8)):
-        cases.append(Case(f"a random vector of length {n}", (rng.standard_normal(n),)))
+    cases += [Case(f"a random vector of length {n}", (rng.standard_normal(n),)) for n in (3, 8)]
     cases.append(Case("v = [-2.5] (one negative entry)", (np.array([-2.5]),)))
     cases.append(Case("the zero vector of length 4", (np.zeros(4),), tags=frozenset({"zero"})))
     if hidden:
+        rng = np.random.default_rng(2024 + hidden_salt(hidden))
+        cases += [Case(f"another random vector of length {n}", (rng.standard_normal(n),)) for n in (5, 17, 1)]
         cases.append(Case("integer input [6, 8]", (np.array([6, 8]),)))
     return cases
 
@@ -44,8 +46,11 @@ def _judge(case, got, expected):
     return f"{problem}; {cause}" if cause else problem
 
 
-@check
-def check_normalize(fn, hidden=False):
-    """Check notebook 00's practice exercise; hidden=True adds inputs the notebook never shows."""
-    run_check("check_normalize", fn, _cases(hidden), arg_names=("v",), reference=lambda c: _expected(c.args[0]),
-              judge=_judge)
+check_normalize = Check(
+    name="check_normalize",
+    doc="""Check notebook 00's practice exercise; hidden=True adds inputs the notebook never shows.""",
+    arg_names=("v",),
+    cases=_cases,
+    reference=lambda c: _expected(c.args[0]),
+    judge=_judge,
+)

@@ -18,7 +18,7 @@ from plmcourse import nn as course_nn
 from plmcourse import ref
 from plmcourse.grading.core import (
     hidden_salt,
-    check,
+    Check,
     F32,
     F64,
     Case,
@@ -28,7 +28,6 @@ from plmcourse.grading.core import (
     expect_array,
     first_match,
     logits_case,
-    run_check,
 )
 
 __all__ = ["check_log_softmax", "check_noise_distribution", "check_skipgram_negative_sampling_loss"]
@@ -166,12 +165,15 @@ def _judge_log_softmax(case, got, expected):
     return f"{problem}; it matches {mistake}" if mistake else problem
 
 
-@check
-def check_log_softmax(fn, hidden=False):
-    """Check a NumPy `log_softmax(x, axis=-1)`: stable for logits of 1e4, any axis, -inf entries, float32."""
-    run_check("check_log_softmax", fn, _log_softmax_cases(hidden), arg_names=("x",),
-              reference=lambda case: ref.log_softmax(case.data["x"], axis=case.data["axis"]),
-              judge=_judge_log_softmax, seal=_log_softmax_seal())
+check_log_softmax = Check(
+    name="check_log_softmax",
+    doc="""Check a NumPy `log_softmax(x, axis=-1)`: stable for logits of 1e4, any axis, -inf entries, float32.""",
+    arg_names=("x",),
+    cases=_log_softmax_cases,
+    reference=lambda case: ref.log_softmax(case.data["x"], axis=case.data["axis"]),
+    judge=_judge_log_softmax,
+    seal=_log_softmax_seal,
+)
 
 
 # ----------------------------------------------------------------------------
@@ -256,12 +258,15 @@ def _judge_noise(case, got, expected):
     return f"{problem}; it matches {mistake}" if mistake else problem
 
 
-@check
-def check_noise_distribution(fn, hidden=False):
-    """Check a NumPy `noise_distribution(counts, power=0.75)`: count**power, normalised, 0 for unseen words."""
-    run_check("check_noise_distribution", fn, _noise_cases(hidden), arg_names=("counts",),
-              reference=lambda case: ref.noise_distribution(case.data["counts"], case.data["power"]),
-              judge=_judge_noise, seal=NOISE_SEAL)
+check_noise_distribution = Check(
+    name="check_noise_distribution",
+    doc="""Check a NumPy `noise_distribution(counts, power=0.75)`: count**power, normalised, 0 for unseen words.""",
+    arg_names=("counts",),
+    cases=_noise_cases,
+    reference=lambda case: ref.noise_distribution(case.data["counts"], case.data["power"]),
+    judge=_judge_noise,
+    seal=NOISE_SEAL,
+)
 
 
 # ----------------------------------------------------------------------------
@@ -439,14 +444,15 @@ def _judge_sgns(case, got, expected):
     return None
 
 
-@check
-def check_skipgram_negative_sampling_loss(fn, hidden=False):
-    """Check a NumPy `skipgram_negative_sampling_loss(center, context, negatives)`.
-
+check_skipgram_negative_sampling_loss = Check(
+    name="check_skipgram_negative_sampling_loss",
+    doc="""Check a NumPy `skipgram_negative_sampling_loss(center, context, negatives)`.
+    
     It must return (loss, grad_center, grad_context, grad_negatives): the mean over
-    the batch of -log σ(c·o) - Σ_k log σ(-c·n_k), and the gradients of that mean.
-    """
-    run_check("check_skipgram_negative_sampling_loss", fn, _sgns_cases(hidden),
-              arg_names=("center_vecs", "context_vecs", "negative_vecs"),
-              reference=lambda case: ref.skipgram_negative_sampling_loss(*case.args),
-              judge=_judge_sgns, seal=SGNS_SEAL)
+    the batch of -log σ(c·o) - Σ_k log σ(-c·n_k), and the gradients of that mean.""",
+    arg_names=("center_vecs", "context_vecs", "negative_vecs"),
+    cases=_sgns_cases,
+    reference=lambda case: ref.skipgram_negative_sampling_loss(*case.args),
+    judge=_judge_sgns,
+    seal=SGNS_SEAL,
+)

@@ -21,7 +21,7 @@ functions only.
 import importlib
 import sys
 
-from plmcourse.grading.core import Case, check, describe, run_check
+from plmcourse.grading.core import Case, Check, describe
 
 __all__ = ["check_wordpiece"]
 
@@ -330,18 +330,20 @@ def _explain_wordpiece_error(error):
     return None
 
 
-@check
-def check_wordpiece(fn, hidden=False):
-    """Check `wordpiece(word, vocab, unk="[UNK]", max_chars=100, lowercase=True) -> list[str]`.
-
+check_wordpiece = Check(
+    name="check_wordpiece",
+    doc="""Check `wordpiece(word, vocab, unk="[UNK]", max_chars=100, lowercase=True) -> list[str]`.
+    
     Greedy longest-match-first with "##" on continuation pieces; a word that cannot be
     covered, or longer than max_chars characters (after lower-casing), is [unk] alone;
-    lowercase folds case first; an empty word gives [].
-    """
-    passed = []
-    run_check("check_wordpiece", fn, _wordpiece_cases(hidden), arg_names=("word", "vocab"),
-              reference=lambda case: course_wordpiece.wordpiece(
+    lowercase folds case first; an empty word gives [].""",
+    arg_names=("word", "vocab"),
+    cases=_wordpiece_cases,
+    reference=lambda case: course_wordpiece.wordpiece(
                   case.data["word"], case.data["vocab"], unk=case.data["unk"], max_chars=case.data["max_chars"],
                   lowercase=case.data["lowercase"]),
-              judge=lambda case, got, expected: _judge_wordpiece(case, got, expected, passed),
-              seal=_wordpiece_seal(), explain_error=_explain_wordpiece_error)
+    judge=lambda case, got, expected, passed: _judge_wordpiece(case, got, expected, passed),
+    seal=_wordpiece_seal,
+    explain_error=_explain_wordpiece_error,
+    memory=list,
+)
