@@ -221,14 +221,14 @@ class Judge:
 
 
 @dataclass
-class TestCell:
+class GradedCell:
     grade_id: str
     points: float
     checks: tuple  # the check functions whose hidden run decides it
 
 
-def test_cells(course: Path, assignment: str) -> dict:
-    """{notebook name: [TestCell]} from the assignment's source notebooks (the instructor's version)."""
+def graded_cells(course: Path, assignment: str) -> dict:
+    """{notebook name: [GradedCell]} from the assignment's source notebooks (the instructor's version)."""
     import nbformat
 
     found = {}
@@ -241,7 +241,7 @@ def test_cells(course: Path, assignment: str) -> dict:
             hidden = [m.group(1) for line in cell.source.splitlines() if "hidden=True" in line
                       for m in re.finditer(r"\b(check_\w+)\(", line)]
             anywhere = re.findall(r"\b(check_\w+)\(", cell.source)
-            cells.append(TestCell(meta["grade_id"], float(meta.get("points", 0)),
+            cells.append(GradedCell(meta["grade_id"], float(meta.get("points", 0)),
                                   tuple(dict.fromkeys(hidden or anywhere))))
         found[path.stem] = cells
     return found
@@ -259,7 +259,7 @@ def read_record(path: Path) -> dict:
     return last
 
 
-def score(cell: TestCell, verdicts: dict) -> tuple[bool, str]:
+def score(cell: GradedCell, verdicts: dict) -> tuple[bool, str]:
     """(passed, the sentence for the comment) for one test cell."""
     for name in cell.checks:
         verdict = verdicts.get(name)
@@ -281,7 +281,7 @@ def apply_verdicts(judge: Judge, course: Path, assignment: str, students: list[s
     url = f"sqlite:///{course / 'gradebook.db'}"
     lines = []
     with Gradebook(url) as gradebook:
-        for notebook, cells in test_cells(course, assignment).items():
+        for notebook, cells in graded_cells(course, assignment).items():
             for student in students:
                 folder = course / "autograded" / student / assignment
                 verdicts = read_record(judge.record_path(folder))
