@@ -176,9 +176,10 @@ def write_export(folder):
     shutil.copy(welcome, folder / f"other-assignment_{ASSIGNMENT}.ipynb")
 
 
-def plmcourse_grade(course, *args):
+def plmcourse_grade(course, *args, **env):
+    """Run `plmcourse grade ARGS --course COURSE` as an instructor would; `env` adds variables."""
     env = {**os.environ, "PLMCOURSE_CELL_SECONDS": str(CELL_SECONDS),
-           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
+           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"], **env}
     done = subprocess.run([sys.executable, "-m", "plmcourse", "grade", *args, "--course", str(course)],
                           capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
