@@ -266,3 +266,14 @@ def test_every_check_is_a_table_whose_hidden_run_extends_the_visible_one(name):
     visible, hidden = [c.label for c in cases(False)], [c.label for c in cases(True)]
     assert hidden[:len(visible)] == visible and len(hidden) > len(visible)
     assert all(len(case.args) <= len(table.arg_names) for case in cases(True))
+
+
+@pytest.mark.parametrize("name", ["check_mlm_mask", "check_text_infilling"])
+def test_random_functions_are_judged_by_named_rules_with_the_same_seed_twice(name):
+    rules = getattr(grading, name).judge.rules
+    names = [rule_name for rule_name, _ in rules]
+    assert len(set(names)) == len(names) >= 4 and all(names)
+    assert any("same seed" in rule_name for rule_name in names)
+    table = getattr(grading, name)
+    labels = " ".join(c.label for c in table.cases(False))
+    assert "the same seed as an earlier case" in labels and "another seed" in labels

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from plmcourse import nn as course_nn
 from plmcourse import ref
 from plmcourse.grading.core import (
+    judge_by_rules,
     hidden_salt,
     Check,
     F32,
@@ -172,66 +173,120 @@ def _share(mask, within):
     return float(np.count_nonzero(mask & within)) / max(1, int(np.count_nonzero(within)))
 
 
-def _judge_mlm_mask(case, got, memory):
+class _Masked:
+    """What the rules below read from one answer: the arrays and the positions they pick out."""
+
+    def __init__(self, case, got):
+        d = case.data
+        self.inputs, self.labels = got
+        self.tokens, self.mask_id, self.p = d["tokens"], d["mask_id"], d["p"]
+        self.special = np.isin(self.tokens, d["specials"])
+        self.predicted = self.labels != IGNORE
+        self.changed = self.inputs != self.tokens
+        self.replaced = self.predicted & self.changed & (self.inputs != self.mask_id)
+
+
+def _rule_two_integer_arrays(case, got, memory):
     problem = expect_pair(got, "(inputs, labels)")
     if problem:
         return problem
-    inputs, labels = got
-    for item, what in ((inputs, "inputs (the first item)"), (labels, "labels (the second item)")):
+    for item, what in zip(got, ("inputs (the first item)", "labels (the second item)")):
         problem = _integer_array(item, what)
         if problem:
             return problem
-    d = case.data
-    tokens, mask_id, p = d["tokens"], d["mask_id"], d["p"]
-    for item, what in ((inputs, "inputs"), (labels, "labels")):
-        if item.shape != tokens.shape:
-            return f"{what} have shape {item.shape}, expected {tokens.shape} (the shape of tokens)"
-    special = np.isin(tokens, d["specials"])
-    predicted = labels != IGNORE
-    if not np.any(labels == IGNORE) and np.count_nonzero(labels == 0) > labels.size // 2 and p > 0:
+    shape = case.data["tokens"].shape
+    for item, what in zip(got, ("inputs", "labels")):
+        if item.shape != shape:
+            return f"{what} have shape {item.shape}, expected {shape} (the shape of tokens)"
+    return None
+
+
+def _rule_ignore_index(case, got, memory):
+    m = _Masked(case, got)
+    if not np.any(m.labels == IGNORE) and np.count_nonzero(m.labels == 0) > m.labels.size // 2 and m.p > 0:
         return ("labels are 0 where nothing is predicted; use -100 there (the ignore_index "
                 "that the loss skips), since 0 is a real token id")
-    wrong = np.argwhere(predicted & (labels != tokens))
-    if len(wrong):
-        at = tuple(int(i) for i in wrong[0])
-        if np.all(labels[predicted] == inputs[predicted]):
-            return ("labels hold the corrupted inputs; a chosen position's label must be the ORIGINAL "
-                    "token (what the model has to recover)")
-        return (f"labels{list(at)} is {labels[at]}, but the token there is {tokens[at]}: a label is either "
-                f"the original token or -100")
-    chosen_special = np.argwhere(predicted & special)
+    return None
+
+
+def _rule_labels_are_the_originals(case, got, memory):
+    m = _Masked(case, got)
+    wrong = np.argwhere(m.predicted & (m.labels != m.tokens))
+    if not len(wrong):
+        return None
+    at = tuple(int(i) for i in wrong[0])
+    if np.all(m.labels[m.predicted] == m.inputs[m.predicted]):
+        return ("labels hold the corrupted inputs; a chosen position's label must be the ORIGINAL "
+                "token (what the model has to recover)")
+    return (f"labels{list(at)} is {m.labels[at]}, but the token there is {m.tokens[at]}: a label is either "
+            f"the original token or -100")
+
+
+def _rule_specials_never_chosen(case, got, memory):
+    m = _Masked(case, got)
+    chosen_special = np.argwhere(m.predicted & m.special)
     if len(chosen_special):
         at = tuple(int(i) for i in chosen_special[0])
-        return (f"the special token {tokens[at]} at {list(at)} was chosen; special_ids "
+        return (f"the special token {m.tokens[at]} at {list(at)} was chosen; special_ids "
                 f"([CLS], [SEP], [PAD], ...) are never chosen")
-    changed = inputs != tokens
-    silent = np.argwhere(changed & ~predicted)
-    if len(silent):
-        at = tuple(int(i) for i in silent[0])
-        what = "a special token" if special[at] else "a token"
-        hint = ""
-        if predicted.any() and np.all(inputs[predicted] == mask_id):
-            hint = ("; it looks as if only the [MASK]ed positions were labelled, but the 10% replaced and "
-                    "the 10% unchanged ones are predicted too")
-        return (f"{what} at {list(at)} was changed ({tokens[at]} -> {inputs[at]}) but its label is -100; "
-                f"only chosen positions may change, and every chosen position gets its original token "
-                f"as label{hint}")
-    replaced = predicted & changed & (inputs != mask_id)
-    bad = np.argwhere(replaced & (np.isin(inputs, d["specials"]) | (inputs < 0) | (inputs >= d["vocab_size"])))
+    return None
+
+
+def _rule_only_chosen_positions_change(case, got, memory):
+    m = _Masked(case, got)
+    silent = np.argwhere(m.changed & ~m.predicted)
+    if not len(silent):
+        return None
+    at = tuple(int(i) for i in silent[0])
+    what = "a special token" if m.special[at] else "a token"
+    hint = ""
+    if m.predicted.any() and np.all(m.inputs[m.predicted] == m.mask_id):
+        hint = ("; it looks as if only the [MASK]ed positions were labelled, but the 10% replaced and "
+                "the 10% unchanged ones are predicted too")
+    return (f"{what} at {list(at)} was changed ({m.tokens[at]} -> {m.inputs[at]}) but its label is -100; "
+            f"only chosen positions may change, and every chosen position gets its original token "
+            f"as label{hint}")
+
+
+def _rule_replacements_are_ordinary(case, got, memory):
+    m, d = _Masked(case, got), case.data
+    bad = np.argwhere(m.replaced & (np.isin(m.inputs, d["specials"]) | (m.inputs < 0) | (m.inputs >= d["vocab_size"])))
     if len(bad):
         at = tuple(int(i) for i in bad[0])
-        return (f"a random replacement at {list(at)} is {inputs[at]}, a special id or outside "
+        return (f"a random replacement at {list(at)} is {m.inputs[at]}, a special id or outside "
                 f"0..vocab_size-1; draw replacements from the ordinary ids only")
-    problem = _seed_problem(case, got, memory)
-    if problem:
-        return problem
-    if p == 0.0 and predicted.any():
-        return "with p=0 nothing may be chosen"
-    if p == 1.0 and np.any(~predicted & ~special):
-        return "with p=1 every ordinary token must be chosen"
-    if "statistics" in case.tags:
-        return _mlm_statistics(d, inputs, tokens, predicted, special, replaced)
     return None
+
+
+def _rule_edge_probabilities(case, got, memory):
+    m = _Masked(case, got)
+    if m.p == 0.0 and m.predicted.any():
+        return "with p=0 nothing may be chosen"
+    if m.p == 1.0 and np.any(~m.predicted & ~m.special):
+        return "with p=1 every ordinary token must be chosen"
+    return None
+
+
+def _rule_statistics(case, got, memory):
+    if "statistics" not in case.tags:
+        return None
+    m = _Masked(case, got)
+    return _mlm_statistics(case.data, m.inputs, m.tokens, m.predicted, m.special, m.replaced)
+
+
+# Tried in order; the first rule that finds a problem gives the verdict. The seed rule also
+# remembers each answer, for the later cases that repeat or contrast a seed.
+MLM_MASK_RULES = [
+    ("a pair of integer arrays shaped like tokens", _rule_two_integer_arrays),
+    ("-100 where nothing is predicted", _rule_ignore_index),
+    ("labels are the original tokens", _rule_labels_are_the_originals),
+    ("special tokens are never chosen", _rule_specials_never_chosen),
+    ("only chosen positions change", _rule_only_chosen_positions_change),
+    ("random replacements are ordinary ids", _rule_replacements_are_ordinary),
+    ("the same seed gives the same answer, another seed another", _seed_problem),
+    ("p=0 chooses nothing, p=1 every ordinary token", _rule_edge_probabilities),
+    ("80% [MASK], 10% random, 10% unchanged, p of the ordinary tokens", _rule_statistics),
+]
 
 
 def _mlm_statistics(d, inputs, tokens, predicted, special, replaced):
@@ -270,7 +325,7 @@ check_mlm_mask = Check(
     arg_names=("tokens", "rng", "vocab_size", "mask_id", "special_ids"),
     cases=_mlm_mask_cases,
     reference=lambda case: None,
-    judge=lambda case, got, expected, memory: _judge_mlm_mask(case, got, memory),
+    judge=judge_by_rules(MLM_MASK_RULES),
     seal=MLM_MASK_SEAL,
     memory=_Memory,
 )

@@ -62,6 +62,7 @@ __all__ = [
     "first_match",
     "gradient_problem",
     "hidden_salt",
+    "judge_by_rules",
 ]
 
 
@@ -393,6 +394,25 @@ class Check:
 
     def __repr__(self):
         return f"<{self.name}: {self.doc.splitlines()[0]}>"
+
+
+def judge_by_rules(rules):
+    """A judge made of named rules, for functions whose answer is random: there is no expected
+    value to compare with, only properties every right answer has.
+
+    rules: (name, rule) pairs, tried in order; rule(case, got, memory) -> None, or the problem.
+    The first problem found is the verdict, so put the most fundamental rule first. The
+    judge's `rules` attribute lists them (for the tests, and for reading).
+    """
+    def judge(case, got, expected, memory):
+        for _, rule in rules:
+            problem = rule(case, got, memory)
+            if problem is not None:
+                return problem
+        return None
+
+    judge.rules = rules
+    return judge
 
 
 def run_check(name, fn, cases, *, arg_names, reference, judge, seal=(), explain_error=None,
