@@ -122,7 +122,7 @@ def _inside(path: Path, folders) -> bool:
 
 def bwrap_command(kernel_argv: list[str], notebook_dir: Path, course_root: Path,
                   connection_file: Path | None = None, socket_dir: Path | None = None,
-                  env: dict | None = None, files=(), package: Path | None = None) -> list[str]:
+                  env: dict | None = None, package: Path | None = None) -> list[str]:
     """bwrap arguments that run `kernel_argv` in an empty root with only what a kernel needs.
 
     Read-only: the system's /usr (and /bin, /lib... as links or mounts), a few files of
@@ -130,8 +130,7 @@ def bwrap_command(kernel_argv: list[str], notebook_dir: Path, course_root: Path,
     Writable, private and capped in size: /tmp, /dev/shm, and a fresh empty folder at
     `notebook_dir` (the kernel's working folder): what student code writes there is gone
     when the kernel ends, and the real folder (which holds the notebook with its hidden
-    tests while nbgrader executes it) is never seen. `files` (e.g. the notebook for the
-    verifier) are shown in that folder read-only. The kernel's `connection_file` (read-only)
+    tests while nbgrader executes it) is never seen. The kernel's `connection_file` (read-only)
     and `socket_dir` are shared. The environment is empty but for what grading needs,
     the grader's PYTHONPATH, and `env`.
     """
@@ -166,11 +165,6 @@ def bwrap_command(kernel_argv: list[str], notebook_dir: Path, course_root: Path,
             if course_root in path.parents:
                 cmd += ["--ro-bind", str(path), str(path)]
     cmd += [*size, "--tmpfs", str(notebook_dir)]
-    for file in files:
-        file = Path(file)
-        if file.is_symlink() or not file.is_file():
-            raise ValueError(f"sandbox: {file} is not a regular file")
-        cmd += ["--ro-bind", str(file), str(notebook_dir / file.name)]
     if connection_file is not None:
         cmd += ["--ro-bind", str(connection_file), str(connection_file)]
     if socket_dir is not None:
