@@ -7,7 +7,7 @@ JSON files in bench/results/, so results of benchmarks not rerun are kept.
 import sys
 import time
 
-from bench import attention, checkpoints, gpt, grading, minilm, notebooks, report, threads, word2vec, wordpiece
+from bench import attention, checkpoints, gpt, grading, minilm, notebooks, report, simcse, threads, word2vec, wordpiece
 
 BENCHMARKS = {
     "attention": attention.main,
@@ -19,6 +19,7 @@ BENCHMARKS = {
     "wordpiece": wordpiece.main,
     "minilm": minilm.main,
     "checkpoints": checkpoints.main,
+    "simcse": simcse.main,
 }
 
 

@@ -56,3 +56,21 @@ from plmcourse.data.probing import (  # noqa: E402
 
 __all__ += ["pos_probe_examples", "bigram_shift_examples", "probe_sentences", "swap_bigram",
             "context_sentences", "POS_WORDS", "POS_TEST_WORDS", "POLYSEMOUS", "MONOSEMOUS"]
+
+# Sentence similarity: graded pairs in English and in the review world, entailment triples,
+# retrieval (notebook 08, see plmcourse/data/similarity.py).
+from plmcourse.data.similarity import (  # noqa: E402
+    REVIEW_KINDS,
+    STS_KINDS,
+    Retrieval,
+    SimilarityPair,
+    review_nli_triples,
+    review_retrieval,
+    review_sentences,
+    review_similarity_pairs,
+    sts_pairs,
+    sts_retrieval,
+)
+
+__all__ += ["sts_pairs", "sts_retrieval", "review_similarity_pairs", "review_nli_triples", "review_retrieval",
+            "review_sentences", "SimilarityPair", "Retrieval", "REVIEW_KINDS", "STS_KINDS"]

@@ -85,9 +85,23 @@ __all__ += [
 ]
 
 # Sentence embeddings (notebooks 07-08).
-from plmcourse.nn.sentence_embeddings import mean_pool  # noqa: E402
+from plmcourse.nn.sentence_embeddings import (  # noqa: E402
+    POOLINGS,
+    alignment,
+    bert_batch,
+    cls_pool,
+    embed,
+    encode,
+    info_nce_loss,
+    max_pool,
+    mean_pool,
+    set_dropout,
+    train_simcse,
+    uniformity,
+)
 
-__all__ += ["mean_pool"]
+__all__ += ["mean_pool", "max_pool", "cls_pool", "POOLINGS", "info_nce_loss", "alignment", "uniformity", "embed",
+            "bert_batch", "encode", "set_dropout", "train_simcse"]
 
 # Looking inside a trained model: probes, self-similarity, attention shares (notebook 07).
 from plmcourse.nn.probing import anisotropy, attention_shares, linear_probe, self_similarity  # noqa: E402

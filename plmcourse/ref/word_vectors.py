@@ -341,10 +341,9 @@ def _ranks(x):
     order = np.argsort(x, kind="stable")
     ranks = np.empty(len(x))
     ranks[order] = np.arange(1, len(x) + 1)
-    for value in np.unique(x):
-        tied = x == value
-        ranks[tied] = ranks[tied].mean()
-    return ranks
+    _, group = np.unique(x, return_inverse=True)  # group[i]: which distinct value x[i] is
+    group = group.reshape(-1)
+    return (np.bincount(group, weights=ranks) / np.bincount(group))[group]  # each tie gets its mean rank
 
 
 def spearman(x, y):
