@@ -118,6 +118,9 @@ def test_whitening_keeps_the_directions_of_largest_variance_and_matches_torch():
     np.testing.assert_allclose(mu, X.mean(axis=0))
     with pytest.raises(ValueError, match="k must be between"):
         ref.whitening(X, 7)
+    one = X[:, :1]  # d = 1: W is 1 / the standard deviation
+    mu, W = ref.whitening(one)
+    assert W.shape == (1, 1) and abs(W[0, 0]) == pytest.approx(1 / one.std(ddof=1))
 
 
 def test_info_nce_by_hand():

@@ -54,6 +54,9 @@ _CHECKS = {
     "check_permutation_mask": "bart",
     "check_wordpiece": "wordpiece",
     "check_mean_pool": "sentence_embeddings",
+    "check_anisotropy": "sentence_embeddings",
+    "check_whitening": "sentence_embeddings",
+    "check_info_nce_loss": "sentence_embeddings",
 }
 
 __all__ = ["CheckFailed", *_CHECKS]

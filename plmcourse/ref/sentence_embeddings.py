@@ -86,7 +86,7 @@ def whitening(X, k=None):
     if not 1 <= k <= d:
         raise ValueError(f"k must be between 1 and d={d}, got {k}")
     mu = X.mean(axis=0)  # (d,)
-    cov = np.cov(X.T)  # (d, d), divides by n - 1
+    cov = np.atleast_2d(np.cov(X.T))  # (d, d), divides by n - 1 (np.cov gives a bare number for d = 1)
     U, s, _ = np.linalg.svd(cov)  # cov is symmetric: U holds its eigenvectors, s its eigenvalues, largest first
     W = U[:, :k] / np.sqrt(s[:k])  # (d, k): column j divided by the standard deviation along it
     return mu, W
