@@ -145,8 +145,11 @@ def test_loss_references_agree_with_plmcourse_ref(hidden):
                  + gpt_checks._causal_cases(hidden, torch.device("cpu"))):
         d = case.data
         value, grad = checks._reference_loss(case)
-        loss = ref.causal_lm_loss if d["causal"] else ref.mlm_loss
-        assert math.isclose(value, loss(d["logits"], d["targets"]), rel_tol=1e-12, abs_tol=1e-12)
+        if d["causal"]:
+            expected = ref.causal_lm_loss(d["logits"], d["targets"], ignore_index=d["ignore_index"])
+        else:
+            expected = ref.mlm_loss(d["logits"], d["targets"])
+        assert math.isclose(value, expected, rel_tol=1e-12, abs_tol=1e-12)
         assert np.isfinite(grad).all()
 
 

@@ -150,7 +150,7 @@ def _mlm_mask_cases(hidden):
     cases = [
         _mlm_case(0, (500, 128), statistics=True),
         _mlm_case(1, (400, 128), p=0.3, statistics=True),
-        _mlm_case(2, (3000,), special_type=tuple),
+        _mlm_case(2, (3000,), vocab_size=90, specials=(0, 1, 2, 5), mask_id=5, special_type=tuple),
         # Big enough that two different draws coincide by chance about never (at 2 x 12 tokens,
         # an answer drawing from a generator of its own matched itself about once in 100 runs).
         _mlm_case(3, (4, 24), key="small"),
@@ -364,32 +364,39 @@ def _log_softmax(x, axis=-1):
 
 
 def _loss_case(seed, shape, device, dtype=torch.float64, ignored=0.6, scale=2.0, none_counted=False,
-               causal=False, padded=False):
-    """Logits ~ N(0, scale^2) (B, T, V); targets in 0..V-1 with a fraction set to -100."""
+               causal=False, padded=False, ignore_index=IGNORE):
+    """Logits ~ N(0, scale^2) (B, T, V); targets in 0..V-1 with a fraction set to ignore_index
+    (-100, the default; another value is passed as the keyword argument ignore_index=...)."""
     rng = np.random.default_rng(seed)
     *lead, V = shape
     logits = rng.standard_normal(shape) * scale
     targets = rng.integers(0, V, size=tuple(lead))
+    if ignore_index != IGNORE and 0 <= ignore_index < V:
+        targets[targets == ignore_index] = (ignore_index + 1) % V  # the value marks ignored positions only
     if none_counted:
-        targets[...] = IGNORE
-    elif padded:  # causal: every row ends in padding, marked -100
+        targets[...] = ignore_index
+    elif padded:  # causal: every row ends in padding, marked ignore_index
         for row in targets.reshape(-1, lead[-1]):
-            row[rng.integers(lead[-1] // 2, lead[-1]):] = IGNORE
+            row[rng.integers(lead[-1] // 2, lead[-1]):] = ignore_index
     elif ignored:
         holes = rng.random(tuple(lead)) < ignored
         if not causal:
             holes.reshape(-1)[0] = False  # at least one counted position
-        targets[holes] = IGNORE
+        targets[holes] = ignore_index
     what = "tokens" if causal else "labels"
     label = f"seed {seed}: logits of shape {tuple(shape)}, {str(dtype).replace('torch.', '')}"
-    notes = {"large logits": scale >= 100, "no labelled position": none_counted,
-             "padding marked -100": padded, f"some {what} -100": bool(ignored) and not none_counted and not padded}
+    mark = str(ignore_index)
+    notes = {f"ignore_index={ignore_index}": ignore_index != IGNORE, "large logits": scale >= 100,
+             "no labelled position": none_counted, f"padding marked {mark}": padded,
+             f"some {what} {mark}": bool(ignored) and not none_counted and not padded}
     label += "".join(f", {note}" for note, on in notes.items() if on)
     logits_t = torch.tensor(logits, dtype=dtype, device=device, requires_grad=True)
     targets_t = torch.tensor(targets, dtype=torch.int64, device=device)
-    return Case(label, (logits_t, targets_t), tags=frozenset(n for n, on in notes.items() if on),
+    tags = {n for n, on in notes.items() if on} | ({"no labelled position"} if none_counted else set())
+    kwargs = {} if ignore_index == IGNORE else {"ignore_index": ignore_index}
+    return Case(label, (logits_t, targets_t), kwargs, tags=frozenset(tags),
                 data={"logits": logits_t.detach().cpu().double().numpy(), "targets": targets,
-                      "dtype": dtype, "causal": causal},
+                      "dtype": dtype, "causal": causal, "ignore_index": ignore_index},
                 grad_leaves=(0,))
 
 
@@ -403,16 +410,16 @@ def _reference_loss(case):
     logits = torch.tensor(d["logits"], requires_grad=True)
     targets = torch.tensor(d["targets"])
     x, y = _shift(logits, targets) if d["causal"] else (logits, targets)
-    if bool((y != IGNORE).any()):
-        loss = F.cross_entropy(x.reshape(-1, x.shape[-1]), y.reshape(-1), ignore_index=IGNORE)
+    if bool((y != d["ignore_index"]).any()):
+        loss = F.cross_entropy(x.reshape(-1, x.shape[-1]), y.reshape(-1), ignore_index=d["ignore_index"])
         (grad,) = torch.autograd.grad(loss, logits)
         return float(loss.detach()), grad.numpy()
     return 0.0, np.zeros_like(d["logits"])
 
 
-def _nll(logits, targets, axis=-1):
+def _nll(logits, targets, axis=-1, ignore_index=IGNORE):
     """-log p(target) per position (0 where ignored) and the counted mask, float64 NumPy."""
-    counted = targets != IGNORE
+    counted = targets != ignore_index
     log_probs = _log_softmax(logits, axis)
     picked = np.take_along_axis(log_probs, np.where(counted, targets, 0)[..., None], -1)[..., 0]
     return np.where(counted, -picked, 0.0), counted
@@ -421,31 +428,36 @@ def _nll(logits, targets, axis=-1):
 def _loss_mistakes(d):
     logits, targets = d["logits"], d["targets"]
     x, y = _shift(logits, targets) if d["causal"] else (logits, targets)
-    nll, counted = _nll(x, y)
+    ignore = d["ignore_index"]
+    nll, counted = _nll(x, y, ignore_index=ignore)
     n = max(1, int(counted.sum()))
-    ignored_as_zero, _ = _nll(x, np.where(y == IGNORE, 0, y))
+    ignored_as_zero, _ = _nll(x, np.where(y == ignore, 0, y), ignore_index=ignore)
+    if ignore != IGNORE and 0 <= ignore < x.shape[-1]:
+        yield (f"the positions marked ignore_index={ignore} counted as ordinary targets: the ignore_index "
+               f"argument was not used (is -100 written into the function?); leave out the positions equal "
+               f"to ignore_index", lambda: (_masked_mean(*_nll(x, y)),))
     if d["causal"]:
         yield ("no shift: the logits at position t were scored against token t, but they predict token "
                "t + 1 (compare logits[..., :-1, :] with tokens[..., 1:])",
-               lambda: (_masked_mean(*_nll(logits, targets)),))
+               lambda: (_masked_mean(*_nll(logits, targets, ignore_index=ignore)),))
         yield ("a shift the wrong way round: logits[..., 1:, :] against tokens[..., :-1], but position t "
                "predicts the NEXT token, so use logits[..., :-1, :] and tokens[..., 1:]",
-               lambda: (_masked_mean(*_nll(logits[..., 1:, :], targets[..., :-1])),))
+               lambda: (_masked_mean(*_nll(logits[..., 1:, :], targets[..., :-1], ignore_index=ignore)),))
         if logits.ndim == 3:
             yield ("a shift along the batch axis (dim 0) instead of the sequence axis (the one before the "
-                   "vocabulary)", lambda: (_masked_mean(*_nll(logits[:-1], targets[1:])),))
+                   "vocabulary)", lambda: (_masked_mean(*_nll(logits[:-1], targets[1:], ignore_index=ignore)),))
     yield ("an average over every position, the ignored ones included, instead of over the counted "
            "positions only", lambda: (nll.sum() / nll.size,))
     yield "a sum over the positions instead of their mean", lambda: (nll.sum(),)
-    if (y == IGNORE).any():
-        yield ("positions marked -100 counted as if their target were token 0; leave them out",
+    if (y == ignore).any():
+        yield (f"positions marked {ignore} counted as if their target were token 0; leave them out",
                lambda: (ignored_as_zero.mean(),))
     yield ("-p(target) instead of -log p(target)",
            lambda: (-(np.exp(-nll) * counted).sum() / n,))
     yield "log p(target) without the minus sign", lambda: (-nll.sum() / n,)
     if x.ndim >= 2 and x.shape[-2] > 1:
         yield ("a softmax over the wrong axis; the vocabulary is the LAST axis (dim=-1)",
-               lambda: (_masked_mean(*_nll(x, y, axis=-2)),))
+               lambda: (_masked_mean(*_nll(x, y, axis=-2, ignore_index=ignore)),))
 
 
 def _masked_mean(nll, counted):
@@ -510,9 +522,9 @@ def _judge_loss_gradient(case, got, expected_grad, tolerance):
 
 def _explain_loss_error(error):
     text = str(error)
-    if "out of bounds" in text or "index -100" in text or "Index -100" in text:
-        return ("positions marked -100 carry no target: leave them out, or gather with a valid index "
-                "there and give them weight 0")
+    if "out of bounds" in text or "index -" in text or "Index -" in text:
+        return ("a position marked as ignored (-100, or the ignore_index passed) reached the loss as a "
+                "target: leave those positions out, or gather with a valid index there and give them weight 0")
     if "view size is not compatible" in text:
         return "a slice is not contiguous: use .reshape instead of .view"
     if "numpy()" in text and "requires grad" in text:

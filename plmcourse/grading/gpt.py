@@ -45,6 +45,7 @@ def _causal_cases(hidden, device):
         _loss_case(22, (2, 7, 9), device, causal=True, padded=True),
         _loss_case(23, (2, 5, 8), device, causal=True, ignored=0.0, dtype=torch.float32),
         _loss_case(24, (2, 6, 6), device, causal=True, ignored=0.0, scale=1000.0),
+        _loss_case(25, (2, 7, 9), device, causal=True, ignored=0.3, ignore_index=0),
     ]
     salt = hidden_salt(hidden)
     if hidden:
@@ -54,6 +55,7 @@ def _causal_cases(hidden, device):
             _loss_case(salt + 122, (2, 2, 5, 10), device, causal=True, ignored=0.0, dtype=torch.float32),
             _loss_case(salt + 123, (3, 7, 7), device, causal=True, ignored=0.0),
             _loss_case(salt + 124, (5, 2, 4), device, causal=True, ignored=0.0),
+            _loss_case(salt + 125, (3, 6, 7), device, causal=True, padded=True, ignore_index=-1),
         ]
     return cases
 

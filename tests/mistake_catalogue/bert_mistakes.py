@@ -332,7 +332,7 @@ MLM_LOSS_MISTAKES = [
     ("mean over all positions", mlm_loss_all_positions, "an average over every position"),
     ("sum", mlm_loss_sum, "a sum over the positions instead of their mean"),
     ("-100 counted as token 0", mlm_loss_ignored_as_zero, "counted as if their target were token 0"),
-    ("-100 used as an index", mlm_loss_no_ignore, "positions marked -100 carry no target"),
+    ("-100 used as an index", mlm_loss_no_ignore, "a position marked as ignored (-100, or the ignore_index passed)"),
     ("-p instead of -log p", mlm_loss_probability, "-p(target) instead of -log p(target)"),
     ("no minus sign", mlm_loss_no_minus, "without the minus sign"),
     ("not stable", mlm_loss_unstable, "use log_softmax or logsumexp"),

@@ -56,6 +56,10 @@ def causal_view(logits, tokens, ignore_index=-100):
     return ce_log_softmax(x.view(-1, logits.shape[-1]), y.view(-1), ignore_index)
 
 
+def causal_hard_coded_ignore(logits, tokens, ignore_index=-100):
+    return ce_log_softmax(logits[..., :-1, :], tokens[..., 1:], -100)  # the argument never used
+
+
 def causal_F(logits, tokens, ignore_index=-100):
     V = logits.shape[-1]
     return F.cross_entropy(logits[..., :-1, :].reshape(-1, V), tokens[..., 1:].reshape(-1))
@@ -75,7 +79,8 @@ CAUSAL_MISTAKES = [
     ("no shift", causal_no_shift, "no shift"),
     ("shift the wrong way", causal_wrong_way, "a shift the wrong way round"),
     ("shift along the batch axis", causal_batch_axis, "a shift along the batch axis"),
-    ("padding not ignored", causal_no_ignore, "positions marked -100 carry no target"),
+    ("padding not ignored", causal_no_ignore, "a position marked as ignored (-100, or the ignore_index passed)"),
+    ("-100 written in instead of ignore_index", causal_hard_coded_ignore, "the ignore_index argument was not used"),
     ("view after slicing", causal_view, "use .reshape instead of .view"),
     ("F.cross_entropy", causal_F, "calls torch.nn.functional.cross_entropy; write it yourself"),
     ("plmcourse.ref.causal_lm_loss", causal_ref, "calls plmcourse.ref.causal_lm_loss; write it yourself"),

@@ -1,0 +1,83 @@
+"""Every argument of every graded function is exercised: across its check's cases, each parameter of
+the exercise's own signature (read from the source notebook's solution cell) takes at least two
+values, in the visible cases alone and with the hidden ones. An argument that keeps one value
+everywhere lets an answer that ignores it, or hard-codes its default, pass."""
+
+import plmcourse  # noqa: F401  (first: sets OMP_WAIT_POLICY before numpy/torch load)
+
+import ast
+import hashlib
+import inspect
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import plmcourse.grading as grading
+from conftest import source_notebooks
+
+
+def exercise_signatures():
+    """graded function name -> inspect.Signature of the `def` in its notebook's solution cell."""
+    found = {}
+    for path in source_notebooks():
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            if cell["cell_type"] != "code" or not cell["metadata"].get("nbgrader", {}).get("solution"):
+                continue
+            for node in ast.parse("".join(cell["source"])).body:
+                if isinstance(node, ast.FunctionDef):
+                    namespace = {}
+                    exec(f"def {node.name}({ast.unparse(node.args)}): pass", namespace)  # the signature only
+                    found[node.name] = inspect.signature(namespace[node.name])
+    return found
+
+
+SIGNATURES = exercise_signatures()
+
+
+def value_key(value):
+    """Equal arguments give equal keys: arrays and tensors by dtype, shape and bytes."""
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu().numpy()
+    if isinstance(value, np.ndarray):
+        return ("array", value.dtype.str, value.shape, hashlib.sha1(np.ascontiguousarray(value).tobytes()).digest())
+    if isinstance(value, np.random.Generator):
+        return ("generator", repr(value.bit_generator.state))
+    try:
+        hash(value)
+        return ("value", type(value).__name__, value)
+    except TypeError:
+        return ("repr", type(value).__name__, repr(value))
+
+
+def test_every_check_grades_a_function_of_a_notebook():
+    assert {name.removeprefix("check_") for name in grading._CHECKS} <= set(SIGNATURES)
+
+
+@pytest.mark.parametrize("hidden", [False, True], ids=["visible", "with hidden"])
+@pytest.mark.parametrize("check_name", list(grading._CHECKS))
+def test_every_argument_takes_more_than_one_value(check_name, hidden):
+    signature = SIGNATURES[check_name.removeprefix("check_")]
+    check = getattr(grading, check_name)
+    cases = check.cases(hidden, torch.device("cpu")) if check.device else check.cases(hidden)
+    seen = {name: set() for name in signature.parameters}
+    for case in cases:
+        bound = signature.bind(*case.args, **case.kwargs)  # a case that does not fit the signature fails here
+        bound.apply_defaults()  # an omitted argument counts as its default value
+        for name, value in bound.arguments.items():
+            seen[name].add(value_key(value))
+    fixed = [name for name, values in seen.items() if len(values) < 2]
+    assert not fixed, f"{check_name}: {fixed} keep one value in every {'' if hidden else 'visible '}case"
+
+
+def test_the_test_can_fail():
+    # causal_lm_loss's cases before they passed another ignore_index: the argument was never varied.
+    signature = SIGNATURES["causal_lm_loss"]
+    keys = set()
+    for case in grading.check_causal_lm_loss.cases(False, torch.device("cpu")):
+        if not case.kwargs:
+            bound = signature.bind(*case.args)
+            bound.apply_defaults()
+            keys.add(value_key(bound.arguments["ignore_index"]))
+    assert len(keys) == 1
