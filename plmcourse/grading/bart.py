@@ -144,9 +144,15 @@ def _rule_edge_ratios(case, got, memory):
         return "with mask_ratio=0 nothing may be removed and no mask inserted"
     if ratio == 1.0 and removed != n:
         return f"with mask_ratio=1 every token must be covered, but {n - removed} remain"
-    if "statistics" not in case.tags and abs(removed - round(ratio * n)) > max(2, 0.1 * n) and n >= 10:
-        return (f"{removed} of the {n} tokens were removed, expected about round(mask_ratio * n) = "
-                f"{round(ratio * n)}")
+    target = round(ratio * n)
+    if removed != target:
+        problem = f"{removed} of the {n} tokens were removed, expected exactly round(mask_ratio * n) = {target}"
+        if ratio != 0.3 and removed == round(0.3 * n):
+            return f"{problem}: that is round(0.3 * n), as if mask_ratio were ignored (use the argument)"
+        if removed > target:
+            return f"{problem}: draw spans until that many are covered, cutting the last length to what is still to cover"
+        return (f"{problem}: draw spans until that many are covered; spans never overlap (a span over tokens "
+                f"already covered covers nothing new), so draw the start again when one would")
     return None
 
 
@@ -185,7 +191,7 @@ INFILLING_RULES = [
     ("one integer sequence", _rule_one_integer_sequence),
     ("the tokens that stay keep their order, each span is one mask", _rule_tokens_kept_in_order),
     ("the same seed gives the same answer, another seed another", _rule_same_seed),
-    ("mask_ratio 0 and 1, and about round(mask_ratio * n) tokens covered", _rule_edge_ratios),
+    ("mask_ratio 0 and 1, and exactly round(mask_ratio * n) tokens covered", _rule_edge_ratios),
     ("span lengths drawn from Poisson(poisson_lambda), zero-length spans included", _rule_span_statistics),
 ]
 

@@ -97,6 +97,8 @@ CASED = ["Paris", "par", "##is", "P", "p", "##a", "##r", "##i", "##s", "##IS", "
 INTERNATIONAL = ["caf", "##é", "ca", "##f", "école", "é", "##cole", "東", "京", "##京", "##都", "naï", "##ve", "n",
                  "##a", "##ï", "##v", "##e"]
 HAHA = ["ha", "##ha", "h", "##h", "##a", "##s"]
+# "İ".lower() is two characters ("i" and a combining dot): lower-casing can lengthen a word.
+DOTTED = ["i\u0307s", "i\u0307", "i", "##\u0307", "##s"]
 # Hidden cases only.
 TOKEN = ["token", "##ization", "##ize", "##izer", "##r", "##s", "to", "##ken", "t", "##o", "##k", "##e", "##n",
          "##i", "##z", "##a", "##t", "##on", "##iz", "Token", "##IZE"]
@@ -155,6 +157,7 @@ def _wordpiece_cases(hidden):
         _wp_case("東京都", INTERNATIONAL, max_chars=4),           # CJK; max_chars counts characters
         _wp_case("ÉCOLE", INTERNATIONAL, list),                   # non-ASCII lower-casing
         _wp_case("ha" * 50 + "s", HAHA),                          # 101 characters, default max_chars
+        _wp_case("İs", DOTTED, max_chars=2),                      # 2 characters, 3 once lower-cased: [UNK]
     ]
     if hidden:
         cases += [
@@ -180,6 +183,8 @@ def _wordpiece_cases(hidden):
             _wp_case("h", HAHA, max_chars=0),
             _wp_case("ha" * 50, HAHA, list),
             _wp_case("naïve", INTERNATIONAL, dict),
+            _wp_case("İs", DOTTED, list, max_chars=3),
+            _wp_case("İİs", DOTTED, dict, max_chars=4),
         ]
     return cases
 
@@ -189,17 +194,22 @@ def _wordpiece_cases(hidden):
 
 
 def _variant(d, *, longest=True, continuation="##", shown="##", first="", gap="whole", fold="flag",
-             limit="chars", unk=None, empty=None):
+             limit="chars", unk=None, empty=None, limit_first=False):
     """WordPiece with switches; the defaults give the right answer.
 
     continuation / shown: the prefix a continuation piece is looked up with / returned with;
     first: the prefix of the first piece; gap: what an uncovered position does ("whole": the
     word is [unk]; "unk-rest": pieces so far + [unk]; "stop": pieces so far; "skip": drop
     that character; "unk-char": [unk] for that character); fold: "flag", "never", "always";
-    limit: "chars" (len > max_chars), "ge" (len >= max_chars), "bytes", "none".
+    limit: "chars" (len > max_chars), "ge" (len >= max_chars), "bytes", "none";
+    limit_first: the length compared with max_chars before lower-casing.
     """
     word, vocab, max_chars = d["word"], d["vocab"], d["max_chars"]
     unk = d["unk"] if unk is None else unk
+    if limit_first and len(word) > max_chars:
+        return [unk]
+    if limit_first:
+        limit = "none"
     if fold == "always" or (fold == "flag" and d["lowercase"]):
         word = word.lower()
     if empty is not None and word == "":
@@ -252,6 +262,8 @@ WORDPIECE_MISTAKES = [
     ("the word lower-cased although lowercase=False: fold case only when lowercase is True", {"fold": "always"}),
     ("a word of exactly max_chars characters treated as too long: only a word LONGER than max_chars "
      "(len(word) > max_chars) is [unk]", {"limit": "ge"}),
+    ("the length compared with max_chars before lower-casing: fold the word first, then compare (lower() can "
+     "lengthen a word: 'İ' becomes two characters)", {"limit_first": True}),
     ("max_chars ignored: a word longer than max_chars characters is [unk] without trying to split it",
      {"limit": "none"}),
     ("max_chars counted in UTF-8 bytes: count characters (len(word))", {"limit": "bytes"}),

@@ -203,6 +203,12 @@ def wp_max_chars_ignored(word, vocab, unk="[UNK]", max_chars=100, lowercase=True
     return wp_while(word, vocab, unk, 10 ** 9, lowercase)
 
 
+def wp_length_before_lower(word, vocab, unk="[UNK]", max_chars=100, lowercase=True):
+    if len(word) > max_chars:  # compared before folding: "İ".lower() is two characters
+        return [unk]
+    return wp_while(word, vocab, unk, 10 ** 9, lowercase)
+
+
 def wp_max_chars_in_bytes(word, vocab, unk="[UNK]", max_chars=100, lowercase=True):
     word = word.lower() if lowercase else word
     if len(word.encode("utf-8")) > max_chars:
@@ -280,6 +286,7 @@ WORDPIECE_MISTAKES = [
     ("max_chars off by one", wp_max_chars_off_by_one, "exactly max_chars characters treated as too long"),
     ("max_chars ignored", wp_max_chars_ignored, "max_chars ignored"),
     ("max_chars counted in bytes", wp_max_chars_in_bytes, "max_chars counted in UTF-8 bytes"),
+    ("length compared before lower-casing", wp_length_before_lower, "compared with max_chars before lower-casing"),
     ("unk argument ignored", wp_unk_ignored, "the unk argument ignored"),
     ("returns a string", wp_returns_string, "expected a list of str, one item per piece"),
     ("returns a tuple", wp_returns_tuple, "a tuple of 3 items, expected a list of str"),
