@@ -26,6 +26,11 @@ MISTAKES = [
     ("returns a list", lambda v: list(by_norm(v)), "expected a NumPy array"),
     ("forgot return", lambda v: None, "is a `return` missing"),
     ("in place", lambda v: np.divide(v, np.linalg.norm(v) or 1.0, out=v), "changed its input v in place"),
+    ("an epsilon in the denominator", lambda v: np.asarray(v, float) / (np.linalg.norm(v) + 1e-8),
+     "you added a small number to the length"),
+    ("a threshold instead of zero", lambda v: (np.zeros(len(v)) if np.linalg.norm(v) < 1e-6
+                                               else np.asarray(v, float) / np.linalg.norm(v)),
+     "a short vector is not a zero vector"),
 ]
 
 

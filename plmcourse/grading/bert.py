@@ -505,9 +505,20 @@ def _as_arrays(compute):
 
 
 def _judge_loss_gradient(case, got, expected_grad, tolerance):
-    if "no labelled position" in case.tags:
-        return None  # nothing is counted: there is no gradient to compare
     reply = case.reply
+    if "no labelled position" in case.tags:  # the 0 must still be a loss that backward() goes through
+        if not reply.requires_grad:
+            return ("the loss of a batch with no counted position is a 0 that is not connected to the logits, "
+                    "so loss.backward() fails in a training loop: compute it from the logits (a sum over the "
+                    "counted positions divided by the count clamped to at least 1), not as a fresh torch.tensor(0.0)")
+        if reply.grad_error:
+            return f"computing the gradient through your function raised {reply.grad_error}"
+        if got.dtype != case.args[0].dtype:
+            return f"the loss has dtype {got.dtype}, expected {case.args[0].dtype} like the logits"
+        (grad,) = reply.grads
+        if grad is not None and np.any(to_numpy(grad) != 0):
+            return "a batch with no counted position gave a non-zero gradient: nothing is counted, so nothing may move"
+        return None
     if not reply.requires_grad:
         return ("gradients do not flow back to the logits: a .detach(), .item(), .numpy() or "
                 "torch.tensor(...) on the way cuts the autograd graph, keep every step in torch")

@@ -143,6 +143,9 @@ def _top_p_cases(hidden, device):
         _filter_case(42, (2, 8), device, p=0.05),
         _filter_case(43, (2, 8), device, p=1.0),
         _filter_case(44, (4, 12), device, p=0.7, dtype=torch.float32),
+        # p = 1 with a tail so unlikely (e^-100) that the running sum reaches 1.0 exactly before it:
+        # "mass before < p" alone would drop the tail, but p >= 1 keeps everything.
+        _filter_case(45, (2, 12), device, p=1.0, scale=120.0),
     ]
     salt = hidden_salt(hidden)
     if hidden:
@@ -247,6 +250,13 @@ def _judge_filter(case, got, expected, mistakes):
                       what="the set of removed entries (True = -inf)")
     if problem is None:
         return None
+    if not removed.any():  # this case removes nothing: k of None, 0 or >= V, or p >= 1
+        d = case.data
+        if d["p"] is None:
+            return (f"{problem}, but with k={d['k']} nothing is removed: k of None or 0, or at least the "
+                    f"vocabulary size, keeps every entry")
+        return (f"{problem}, but with p={d['p']} nothing is removed: p >= 1 keeps every entry (the running sum "
+                f"of probabilities can reach 1.0 by rounding before the last tokens, so treat p >= 1 on its own)")
     if np.all(np.isneginf(got_np)):
         return "every entry is -inf; the most likely token must always be kept"
     mistake = first_match((np.isneginf(got_np),), mistakes, atol=0, rtol=0)

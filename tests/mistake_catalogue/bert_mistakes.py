@@ -286,6 +286,12 @@ def mlm_loss_nan_when_empty(logits, labels):
     return -(picked * counted).sum() / counted.sum()
 
 
+def mlm_loss_fresh_zero_when_empty(logits, labels):
+    if not bool((labels != -100).any()):
+        return torch.tensor(0.0, dtype=logits.dtype, device=logits.device)  # right value, no graph
+    return ce_log_softmax(logits, labels)
+
+
 def mlm_loss_per_position(logits, labels):
     counted = labels != -100
     picked = torch.log_softmax(logits, -1).gather(-1, labels.clamp(min=0)[..., None])[..., 0]
@@ -329,6 +335,7 @@ MLM_LOSS_CORRECT = [
 ]
 
 MLM_LOSS_MISTAKES = [
+    ("a fresh tensor(0.) for an empty batch", mlm_loss_fresh_zero_when_empty, "not connected to the logits"),
     ("mean over all positions", mlm_loss_all_positions, "an average over every position"),
     ("sum", mlm_loss_sum, "a sum over the positions instead of their mean"),
     ("-100 counted as token 0", mlm_loss_ignored_as_zero, "counted as if their target were token 0"),

@@ -119,6 +119,15 @@ def top_k_loops(logits, k):
     return flat.reshape(logits.shape)
 
 
+def top_k_zero_removes_all(logits, k):
+    if k is None or k >= logits.shape[-1]:
+        return logits
+    if k == 0:
+        return torch.full_like(logits, float("-inf"))  # "keep 0": but k = 0 means no filtering
+    values, indices = torch.topk(logits, k, dim=-1)
+    return torch.full_like(logits, float("-inf")).scatter(-1, indices, values)
+
+
 def top_k_smallest(logits, k):
     if not k or k >= logits.shape[-1]:
         return logits
@@ -178,6 +187,7 @@ TOP_K_CORRECT = [("topk + scatter", top_k_topk), ("k-th value threshold", top_k_
 
 TOP_K_MISTAKES = [
     ("smallest k", top_k_smallest, "the k SMALLEST logits kept"),
+    ("k = 0 removes everything", top_k_zero_removes_all, "with k=0 nothing is removed"),
     ("k + 1 kept", top_k_plus_one, "k + 1 logits kept"),
     ("zeros instead of -inf", top_k_zeros, "the removed entries are 0"),
     ("-1e9 instead of -inf", top_k_large_negative, "set them to float('-inf') exactly"),
@@ -195,6 +205,14 @@ def top_p_sort_scatter(logits, p):
     probs = torch.softmax(logits, dim=-1)
     sorted_probs, order = torch.sort(probs, dim=-1, descending=True)
     keep_sorted = torch.cumsum(sorted_probs, dim=-1) - sorted_probs < p
+    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+    return logits.masked_fill(~keep, float("-inf"))
+
+
+def top_p_no_special_case(logits, p):
+    probs = torch.softmax(logits, dim=-1)
+    sorted_probs, order = torch.sort(probs, dim=-1, descending=True)
+    keep_sorted = torch.cumsum(sorted_probs, dim=-1) - sorted_probs < p  # at p = 1 a rounded 1.0 drops the tail
     keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
     return logits.masked_fill(~keep, float("-inf"))
 
@@ -273,6 +291,7 @@ TOP_P_CORRECT = [("sort + scatter", top_p_sort_scatter), ("Hugging Face style", 
 
 TOP_P_MISTAKES = [
     ("crossing token removed", top_p_excludes_crossing, "the token that takes the mass past p removed too"),
+    ("p >= 1 not treated on its own", top_p_no_special_case, "p >= 1 keeps every entry"),
     ("not mapped back", top_p_no_unsort, "map it back to the original positions"),
     ("no sort", top_p_unsorted, "sort them in decreasing order first"),
     ("ascending", top_p_ascending, "sorted in increasing order"),
