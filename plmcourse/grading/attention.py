@@ -128,6 +128,15 @@ def _softmax_mistakes(x, axis):
         if other != axis:
             yield (f"a softmax along axis {other}, but this case asks for axis {axis}",
                    lambda other=other: (ref.softmax(x, axis=other),))
+    with np.errstate(all="ignore"):
+        shifted = np.exp(x - np.max(x))  # one max for the whole array: far-below slices underflow to 0
+        total = shifted.sum(axis=axis, keepdims=True)
+    yield ("the max of the whole array subtracted instead of each slice's own max (along the axis, "
+           "keepdims=True): a slice far below the overall max underflows to all zeros",
+           lambda: (np.where(total > 0, shifted / np.where(total > 0, total, 1), 0.0),))
+    yield ("the max of the whole array subtracted instead of each slice's own max (along the axis, "
+           "keepdims=True): a slice far below the overall max underflows to 0 / 0",
+           lambda: (shifted / total,))
     yield ("a softmax normalised over the whole array instead of along one axis",
            lambda: (ref.softmax(x.reshape(-1)).reshape(x.shape),))
     yield ("exp(x - max) without dividing by the sum",

@@ -69,6 +69,8 @@ def _infilling_cases(hidden):
         _infilling_case(52, 60, key="small again", same_as="small"),
         _infilling_case(53, 60, key="other", differs_from="small"),
         _infilling_case(54, 40, mask_id=3, mask_ratio=0.5),
+        # Half the tokens covered: spans often touch, and each must still get its own mask.
+        _infilling_case(55, 20000, mask_ratio=0.5, statistics=True),
     ]
     salt = hidden_salt(hidden)
     if hidden:
@@ -171,8 +173,10 @@ def _rule_span_statistics(case, got, memory):
         return (f"each mask stands for {mean_length:.2f} tokens on average: it looks as if every removed "
                 f"token got its own mask, but a whole span, however long, becomes ONE mask token")
     if not 0.8 * lam <= mean_length <= 1.17 * lam:
+        longer = (" (or two spans that touch were given one mask between them: each span gets its own mask, "
+                  "even next to another)") if mean_length > lam else ""
         return (f"spans are {mean_length:.2f} tokens long on average (zero-length spans included), expected "
-                f"about poisson_lambda = {lam}: draw each length with rng.poisson(poisson_lambda)")
+                f"about poisson_lambda = {lam}: draw each length with rng.poisson(poisson_lambda){longer}")
     # A mask run with fewer removed tokens than masks holds at least (masks - removed) zero-length
     # spans. The count misses insertions next to a span, more of them the more is covered.
     zero = sum(max(0, m - r) for m, r in runs) / max(1, masks)

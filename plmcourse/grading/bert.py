@@ -300,6 +300,9 @@ def _mlm_statistics(d, inputs, tokens, predicted, special, replaced):
         if abs(chosen - 0.8 * p) < 0.01:
             hint = ("; it looks as if only the [MASK]ed positions were labelled, but the 10% replaced "
                     "and the 10% unchanged ones are predicted too")
+        elif abs(chosen - (0.9 + 0.1 / max(2, d["vocab_size"])) * p) < 0.01 or abs(chosen - 0.9 * p) < 0.01:
+            hint = ("; it looks as if only the positions whose input changed were labelled, but the 10% of "
+                    "chosen tokens left unchanged are predicted too: label every chosen position")
         elif abs(chosen - 0.15) < 0.01 and p != 0.15:
             hint = "; perhaps p is ignored and 0.15 used instead"
         return (f"{chosen:.3f} of the ordinary tokens were chosen, expected p = {p} +- 0.01 (each ordinary "
@@ -484,8 +487,9 @@ def _judge_loss(case, got, expected, name):
             return (f"the loss is {value} for a batch in which no position is counted; return 0 there, "
                     f"not NaN (divide by max(count, 1))")
         if "large logits" in case.tags:
-            return (f"the loss is {value} for logits of size about 1e3; use log_softmax or logsumexp "
-                    f"(exp overflows) instead of log(softmax(...))")
+            return (f"the loss is {value} for logits of size about 1e3; use log_softmax or logsumexp instead "
+                    f"of log(softmax(...)), which is -inf where a probability underflows to 0 (and exp "
+                    f"overflows if no max is subtracted)")
         return f"the loss is {value}"
     tolerance = _tolerance(case.data["dtype"])
     if not close(np.array(value), np.array(expected_value), **tolerance):

@@ -502,8 +502,9 @@ def _mutation(case, before, reply, arg_names):
     for (key, _), original, after in zip(_array_inputs(case), before, reply.inputs_after):
         if not _same(original, after):
             name = arg_names[key] if isinstance(key, int) and key < len(arg_names) else key
-            return (f"your function changed its input {name} in place; work on a new array "
-                    f"(write x = x - m, not x -= m)")
+            return (f"your function changed its input {name} in place; work on a new array (an augmented "
+                    f"assignment such as x -= m, an out= argument, a [...] = assignment or a method ending in "
+                    f"_ writes into the input itself)")
     return None
 
 

@@ -147,8 +147,10 @@ def _judge_ce(case, got, expected):
         return f"your function returned {describe(got)}, expected a number"
     if not np.isfinite(value):
         if "large logits" in case.tags:
-            return (f"the result is {value} for logits of about 1e4: np.exp overflows; take a stable "
-                    f"log-softmax (subtract the max first) before picking the targets")
+            return (f"the result is {value} for logits of about 1e4: either exp overflowed (no max "
+                    f"subtracted) or a probability underflowed to 0 and its log is -inf (log(softmax(x)) "
+                    f"does that); compute log-probabilities as x - max - log(sum(exp(x - max))) along the "
+                    f"vocabulary axis, then pick the targets")
         return f"the result is {value}"
     tolerance = F32 if case.data["logits"].dtype == np.float32 else F64
     problem = compare(np.array(value), np.array(expected), **tolerance, what="the result")
@@ -319,6 +321,8 @@ def _judge_bilm(case, got, expected):
     if got.numel() != 1:
         return (f"the result has shape {tuple(got.shape)}, expected a scalar (0-d) tensor: the mean "
                 f"cross-entropy of each direction, summed")
+    if not case.reply.requires_grad:  # the more fundamental problem: a float32 here often comes from .item()
+        return _no_flow(" (the result does not depend on the logits in the autograd graph)")
     if got.dtype != torch.float64:
         return f"the result has dtype {got.dtype}, expected torch.float64 like the logits"
     expected_value, expected_grads = expected

@@ -39,6 +39,9 @@ def _judge(case, got, expected):
     problem = compare(got, expected, ATOL, RTOL, what="your result")
     if problem is None:
         return None
+    if got.dtype.kind in "iub":
+        return (f"your result has dtype {got.dtype}, so the fractions of v / length were cut off; build the "
+                f"result as a float array (for example np.asarray(v, dtype=float) / length)")
     v = np.asarray(case.args[0], dtype=np.float64)
     length = np.sqrt(np.sum(v * v))
     mistakes = [

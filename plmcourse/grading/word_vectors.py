@@ -134,8 +134,9 @@ def _judge_log_softmax(case, got, expected):
     got64 = got.astype(np.float64)
     if np.isnan(got64).any() or np.isposinf(got64).any():
         if "large logits" in case.tags:
-            return ("the result contains NaN or inf for logits of about 1e4: np.exp overflows; "
-                    "subtract the max along the axis (keepdims=True) before exponentiating")
+            return ("the result contains NaN or inf for logits of about 1e4: exp overflows, or, after one "
+                    "max subtracted for the whole array, a whole slice underflows to 0 and its log is -inf; "
+                    "subtract each slice's own max, along the axis with keepdims=True, before exponentiating")
         if holes.any():
             return ("the result contains NaN or inf where x has -inf entries; an entry of -inf must "
                     "give -inf (exp(-inf) = 0 adds nothing to the sum)")

@@ -146,7 +146,7 @@ CE_MISTAKES = [
     ("sign flipped", ce_sign, "the sign flipped"),
     ("perplexity instead of cross-entropy", ce_perplexity, "the perplexity exp(loss) instead of the loss"),
     ("base-2 log", ce_log2, "a base-2 logarithm"),
-    ("log of an unstable softmax", ce_unstable, "np.exp overflows"),
+    ("log of an unstable softmax", ce_unstable, "either exp overflowed (no max subtracted) or a probability underflowed"),
     ("probability without the log", ce_probability, "the mean of -p(target) without the log"),
     ("raw logits", ce_raw_logits, "the raw logit of the target used as its log-probability"),
     ("one loss per position", ce_per_position, "expected a single number"),
