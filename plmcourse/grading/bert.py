@@ -149,7 +149,7 @@ def _mlm_case(seed, shape, vocab_size=60, specials=(0, 1, 2, 3), mask_id=3, p=No
 def _mlm_mask_cases(hidden):
     cases = [
         _mlm_case(0, (500, 128), statistics=True),
-        _mlm_case(1, (400, 128), p=0.3, statistics=True),
+        _mlm_case(1, (400, 128), p=0.3, statistics=True, special_type=set),
         _mlm_case(2, (3000,), vocab_size=90, specials=(0, 1, 2, 5), mask_id=5, special_type=tuple),
         # Big enough that two different draws coincide by chance about never (at 2 x 12 tokens,
         # an answer drawing from a generator of its own matched itself about once in 100 runs).

@@ -138,7 +138,7 @@ def _mean_pool_cases(hidden, device):
         _pool_case(4, 3, 6, 4, device, lengths=[3, 5, 1], padding="nan"),
         _pool_case(5, 2, 5, 3, device, lengths=[2, 4], mask_dtype=torch.int64, padding="huge"),
         _pool_case(6, 3, 4, 6, device, lengths=[4, 2, 3], dtype=torch.float32, grad=False),
-        _pool_case(7, 2, 5, 4, device, lengths=[1, 3], mask_dtype=torch.int64, dtype=torch.float32, grad=False),
+        _pool_case(7, 2, 5, 4, device, lengths=[1, 3], mask_dtype=torch.float64, dtype=torch.float32, grad=False),
         _pool_case(8, 2, 3, 4, device, lengths=[3, 3]),
         _pool_case(9, 1, 1, 3, device, lengths=[1]),
         _pool_case(10, 4, 7, 384, device, lengths=[7, 5, 2, 1]),

@@ -1,0 +1,59 @@
+"""The fresh set of issue 23: student-style answers written from the release notebooks alone, by someone
+who had not read the checks (tests/mistake_catalogue/fresh/). Every unusual-but-correct answer passes,
+visible and hidden; every wrong one fails already in the visible run (except those listed in
+KNOWN_PASSING, with the reason), and where the message names the cause today it keeps naming it."""
+
+import plmcourse  # noqa: F401  (first: sets OMP_WAIT_POLICY before numpy/torch load)
+
+import importlib
+
+import pytest
+
+import plmcourse.grading as grading
+from mistake_catalogue import assert_one_sentence, failure
+from mistake_catalogue.fresh.expected import EXPECTED
+
+MODULES = sorted({module for module, *_ in EXPECTED})
+FRESH = {module: importlib.import_module(f"mistake_catalogue.fresh.{module}").FRESH for module in MODULES}
+
+# Wrong answers no case can catch fairly, and why.
+KNOWN_PASSING = {
+    ("check_top_p_filter", "<= instead of <"): "a token whose preceding mass equals p exactly: in floating point "
+                                               "no case can make that tie certain for every right answer",
+}
+
+WRONG = [(module, check, name, now, fragment) for module, check, name, _, now, fragment in EXPECTED]
+CORRECT = [(module, check, name) for module in MODULES for check, entry in FRESH[module].items()
+           for name, _ in entry["correct"]]
+
+# Wrong answers divide by zero and take logs of 0 on purpose.
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+def function(module, check, name, kind):
+    entries = FRESH[module][check][kind]
+    return next(entry[1] for entry in entries if entry[0] == name)
+
+
+def test_the_expectations_cover_the_whole_set():
+    listed = {(module, check, name) for module, check, name, *_ in WRONG}
+    defined = {(module, check, name) for module in MODULES for check, entry in FRESH[module].items()
+               for name, *_ in entry["wrong"]}
+    assert listed == defined and len(listed) >= 60 and len(CORRECT) >= 22
+    assert {now for *_, now, _ in WRONG} <= {"named", "generic", "passing"}  # none misleading
+    assert {(check, name) for _, check, name, now, _ in WRONG if now == "passing"} == set(KNOWN_PASSING)
+
+
+@pytest.mark.parametrize("hidden", [False, True], ids=["visible", "hidden"])
+@pytest.mark.parametrize("module, check, name", CORRECT, ids=[f"{c}-{n}" for _, c, n in CORRECT])
+def test_unusual_but_correct_answers_pass(module, check, name, hidden):
+    getattr(grading, check)(function(module, check, name, "correct"), hidden=hidden)
+
+
+@pytest.mark.parametrize("module, check, name, now, fragment", [w for w in WRONG if w[3] != "passing"],
+                         ids=[f"{c}-{n}" for _, c, n, now, _ in WRONG if now != "passing"])
+def test_wrong_answers_fail_the_visible_run_with_their_cause(module, check, name, now, fragment):
+    message = str(failure(getattr(grading, check), function(module, check, name, "wrong")))
+    assert_one_sentence(message, check)
+    if now == "named":
+        assert fragment in message
