@@ -43,10 +43,22 @@ def run(path: Path, threads: int | None) -> tuple[float, int]:
 
 
 def main():
+    """Every notebook; with BENCH_NOTEBOOKS=08_sentence_embeddings,... only those, the others' rows kept
+    from the last results (so one changed notebook does not cost a rerun of the whole course)."""
+    only = [n for n in os.environ.get("BENCH_NOTEBOOKS", "").split(",") if n]
+    kept = {}
+    results = ROOT / "bench" / "results" / "notebooks.json"
+    if only and results.exists():
+        kept = {(r["notebook"], r["threads"]): r for r in json.loads(results.read_text())["rows"]
+                if r["notebook"] != "whole course"}
     rows = []
     totals = {"all threads": 0.0, "1 thread": 0.0}
     for path in sorted((ROOT / "course" / "source").glob("*/*.ipynb")):
         for label, threads in (("all threads", None), ("1 thread", 1)):
+            if only and path.stem not in only and (path.stem, label) in kept:
+                rows.append(kept[(path.stem, label)])
+                totals[label] += rows[-1]["seconds"]
+                continue
             seconds, peak = run(path, threads)
             totals[label] += seconds
             rows.append({"notebook": path.stem, "threads": label, "seconds": round(seconds, 1),

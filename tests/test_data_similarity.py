@@ -5,6 +5,7 @@ import plmcourse  # noqa: F401  (first: sets OMP_WAIT_POLICY before numpy/torch 
 
 import copy
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -105,6 +106,10 @@ def test_english_pairs_follow_their_rubric():
     retrieval = data.sts_retrieval()
     assert len(retrieval.queries) == 40 and len(retrieval.pool) >= 40
     assert not set(retrieval.queries) & set(retrieval.pool)
+    source = (Path(similarity.__file__).parent / "sts_pairs.py").read_text(encoding="utf-8")
+    block = source[source.index("RETRIEVAL_QUERIES = ("):source.index("RETRIEVAL_POOL = (")]
+    marked = [line.strip().endswith("# hard") for line in block.splitlines() if line.strip().startswith('"')]
+    assert retrieval.hard.tolist() == marked and sum(marked) == 15  # the tuple agrees with the comments
 
 
 @pytest.mark.parametrize("supervised", [False, True], ids=["unsupervised", "supervised"])

@@ -31,7 +31,7 @@ import numpy as np
 
 from plmcourse.data.reviews import _ADVERBS, _VERBS, NEGATIVE, POSITIVE, TOPICS, review_documents
 from plmcourse.data.sts_pairs import KINDS as STS_KINDS
-from plmcourse.data.sts_pairs import RETRIEVAL_POOL, RETRIEVAL_QUERIES, STS_PAIRS, SimilarityPair
+from plmcourse.data.sts_pairs import RETRIEVAL_HARD, RETRIEVAL_POOL, RETRIEVAL_QUERIES, STS_PAIRS, SimilarityPair
 
 __all__ = ["SimilarityPair", "Retrieval", "REVIEW_KINDS", "STS_KINDS", "sts_pairs", "sts_retrieval", "review_similarity_pairs",
            "review_nli_triples", "review_retrieval", "review_sentences"]
@@ -45,11 +45,13 @@ _TOPIC_OF = {noun: topic for topic, nouns in TOPICS.items() for noun in nouns}
 
 
 class Retrieval(NamedTuple):
-    """queries[i] is answered by pool[answers[i]]; the rest of the pool are distractors."""
+    """queries[i] is answered by pool[answers[i]]; the rest of the pool are distractors.
+    hard[i]: the pool holds a look-alike of query i (most of its words, another meaning)."""
 
     queries: list[str]
     pool: list[str]
     answers: np.ndarray
+    hard: np.ndarray
 
 
 def sts_pairs() -> list[SimilarityPair]:
@@ -59,7 +61,8 @@ def sts_pairs() -> list[SimilarityPair]:
 
 def sts_retrieval() -> Retrieval:
     """English queries, each answered by one paraphrase in a pool that also holds look-alike distractors."""
-    return Retrieval(list(RETRIEVAL_QUERIES), list(RETRIEVAL_POOL), np.arange(len(RETRIEVAL_QUERIES)))
+    hard = np.isin(np.arange(len(RETRIEVAL_QUERIES)), RETRIEVAL_HARD)
+    return Retrieval(list(RETRIEVAL_QUERIES), list(RETRIEVAL_POOL), np.arange(len(RETRIEVAL_QUERIES)), hard)
 
 
 def _pick(rng, items):
@@ -157,7 +160,7 @@ def review_retrieval(n_queries: int = 60, seed: int = 2) -> Retrieval:
         traps.append(_say(rng, noun, _pick(rng, _polar(adj, same=False)), template))
         elsewhere = _pick(rng, [n for n in nouns if _TOPIC_OF[n] != _TOPIC_OF[noun]])
         traps.append(_say(rng, elsewhere, adj, template))
-    return Retrieval(queries, answers + traps, np.arange(n_queries))
+    return Retrieval(queries, answers + traps, np.arange(n_queries), np.ones(n_queries, dtype=bool))
 
 
 def review_sentences(n: int = 5000, seed: int = 3) -> list[str]:

@@ -47,7 +47,7 @@ eleven at night."), so a word-overlap method is drawn to it rather than to the a
 
 from typing import NamedTuple
 
-__all__ = ["SimilarityPair", "KINDS", "STS_PAIRS", "RETRIEVAL_QUERIES", "RETRIEVAL_POOL"]
+__all__ = ["SimilarityPair", "KINDS", "STS_PAIRS", "RETRIEVAL_QUERIES", "RETRIEVAL_POOL", "RETRIEVAL_HARD"]
 
 
 class SimilarityPair(NamedTuple):
@@ -554,3 +554,6 @@ RETRIEVAL_POOL = (
     "The software update makes the battery drain faster.",
     "The recipe calls for two cloves of garlic and one onion.",
 )
+
+# The queries marked "# hard" above: a distractor in the pool shares most of their words.
+RETRIEVAL_HARD = (0, 2, 3, 6, 8, 10, 14, 16, 17, 21, 25, 28, 29, 32, 38)
