@@ -30,6 +30,7 @@ from plmcourse.grading.core import (
     judge_bool_mask,
     logits_case,
     to_numpy,
+    explain_shape_error,
 )
 
 __all__ = [
@@ -178,6 +179,7 @@ check_softmax = Check(
     reference=lambda case: ref.softmax(case.data["x"], axis=case.data["axis"]),
     judge=_judge_softmax,
     seal=_softmax_seal,
+    explain_error=explain_shape_error,
     flag_library=LIBRARY_SOFTMAX,
 )
 
@@ -295,6 +297,9 @@ def _sdpa_mistakes(q, k, v, mask, empty):
                "negative number added to the masked scores",
                lambda: _finite_fill_attention(q, k, v, ~mask, additive=True))
         yield "attention with the mask ignored", lambda: sdpa(q, k, v)
+        yield ("the scores multiplied by the mask: a masked score of 0 is not 'no attention' (exp(0) = 1 still "
+               "gets weight); set the masked scores to -inf (np.where(mask, scores, -np.inf))",
+               lambda: _multiplied_mask_attention(q, k, v, mask))
     if empty.any():
         yield ("a query with no allowed key getting uniform weights, as a finite fill such as -1e9 "
                "gives; such a row must get zero weights and a zero output",
@@ -317,6 +322,12 @@ def _finite_fill_attention(q, k, v, mask, additive=False):
         scores = np.where(mask, scores, -np.inf)
     else:
         scores = np.where(mask, scores, -1e9)
+    weights = ref.softmax(scores, axis=-1)
+    return weights @ v, weights
+
+
+def _multiplied_mask_attention(q, k, v, mask):
+    scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1]) * mask
     weights = ref.softmax(scores, axis=-1)
     return weights @ v, weights
 
@@ -378,6 +389,7 @@ check_scaled_dot_product_attention = Check(
     reference=lambda case: ref.scaled_dot_product_attention(*case.args),
     judge=_judge_sdpa,
     seal=SDPA_SEAL,
+    explain_error=explain_shape_error,
     flag_library=LIBRARY_SOFTMAX + LIBRARY_ATTENTION,
 )
 
@@ -403,6 +415,11 @@ def _causal_mistakes(n):
     yield ("an inverted mask: True marks the blocked (future) positions, but in this course "
            "True means allowed", lambda: (np.triu(ones, k=1),))
     yield "a mask that blocks nothing (all True)", lambda: (ones,)
+    yield ("each position also sees the next one (j <= i + 1, np.tril with k=1): position i may see positions "
+           "0..i only", lambda: (np.tril(ones, k=1),))
+    first_row_empty = np.tril(ones)
+    first_row_empty[0] = False
+    yield ("row 0 all False: position 0 must see itself (does a loop start at 1?)", lambda: (first_row_empty,))
 
 
 check_causal_mask = Check(

@@ -241,6 +241,10 @@ def _prefix_mistakes(n, p):
     yield ("an inverted mask: True marks the blocked positions, but in this course True means allowed",
            lambda: (~(causal | (j < p)),))
     yield "a mask that blocks nothing (all True)", lambda: (np.ones((n, n), dtype=bool),)
+    yield ("the target positions do not see the prefix: every position after it sees the whole prefix (the "
+           "source) and the target up to itself", lambda: (((i < p) & (j < p)) | ((i >= p) & (j >= p) & causal),))
+    yield ("True above the diagonal in the causal part (np.triu instead of np.tril): a target position sees the "
+           "prefix and the target positions up to itself, never later ones", lambda: ((j >= i) | (j < p),))
 
 
 check_prefix_lm_mask = Check(

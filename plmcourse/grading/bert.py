@@ -614,7 +614,7 @@ def _count_case(label, V, d, L, d_ff, max_len, types=None):
 
 def _count_cases(hidden):
     cases = [
-        _count_case("a tiny BERT", 100, 6, 2, 20, 12, 3),
+        _count_case("a tiny BERT", 100, 6, 2, 20, 12, 5),
         _count_case("a tiny BERT with two segments", 100, 8, 1, 24, 16),
         _count_case("BERT-base", 30522, 768, 12, 3072, 512),
         _count_case("BERT-large", 30522, 1024, 24, 4096, 512),
@@ -654,6 +654,16 @@ def _count_mistakes(config):
     yield "d_ff ignored (4 * d_model used instead)", lambda: count(ffn_width=4 * config[1])
     yield "n_layers + 1 layers counted", lambda: (np.array(float(_bert_count(config[0], config[1], config[2] + 1,
                                                                            *config[3:]))),)
+    # One group of biases forgotten: the count is short by exactly that many numbers.
+    vocab, d, layers, d_ff = config[:4]
+    right = float(_bert_count(*config))
+    for short, what in ((4 * d * layers, "the biases of the four attention projections (4 * d_model per layer)"),
+                        ((d_ff + d) * layers, "the biases of the feed-forward layers (d_ff + d_model per layer)"),
+                        (d, "the bias of the pooler's dense layer (d_model)")):
+        yield f"{what} forgotten", lambda short=short: (np.array(right - short),)
+    if len(config) > 5 and config[5] != 2:
+        yield ("type_vocab_size ignored (2 segment embeddings counted): the segment table has type_vocab_size "
+               "rows", lambda: (np.array(float(_bert_count(*config[:5], 2))),))
 
 
 def _judge_count(case, got, expected):

@@ -704,6 +704,18 @@ def close(got, expected, atol, rtol):
     return bool(np.logical_and.reduce(within, axis=None))
 
 
+def explain_shape_error(error):
+    """One sentence for the shape slips of NumPy and torch code that transposes or reduces."""
+    text = str(error)
+    if "mismatch in its core dimension" in text or "shapes" in text and "not aligned" in text:
+        return ("a matrix product got operands whose inner sizes differ: .T reverses ALL the axes of a batched "
+                "array; transpose the last two only, np.swapaxes(k, -1, -2) (k.transpose(-2, -1) in torch)")
+    if "could not be broadcast" in text or "must match the size of tensor" in text:
+        return ("two arrays do not broadcast: a reduction without keepdims=True (keepdim=True in torch) drops "
+                "the axis it reduces, so the result no longer lines up with the input; keep that axis")
+    return None
+
+
 def gradient_problem(reply, expected_grads, names, no_flow, hint=""):
     """None if the reply's gradients match `expected_grads`, else the phrase for the first problem.
 

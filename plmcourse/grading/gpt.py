@@ -24,6 +24,7 @@ from plmcourse.grading.core import (
     expect_array,
     first_match,
     to_numpy,
+    explain_shape_error,
 )
 
 __all__ = [
@@ -276,6 +277,7 @@ check_top_k_filter = Check(
     judge=lambda case, got, expected: _judge_filter(
                   case, got, expected, _top_k_mistakes(case.data["logits"], case.data["k"])),
     seal=TOP_K_SEAL,
+    explain_error=explain_shape_error,
     device=True,
 )
 

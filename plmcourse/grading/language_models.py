@@ -164,6 +164,10 @@ def _explain_index_error(error):
     if isinstance(error, IndexError) and "-100" in str(error):
         return ("a target of -100 marks a position without a target (ignore_index): leave those "
                 "positions out instead of indexing with them")
+    if isinstance(error, IndexError) and "shape mismatch" in str(error):
+        return ("logits[np.arange(len(targets)), targets] works for (N, V) logits only; the logits may have "
+                "leading dimensions (B, T, V): reshape them to (-1, V) and the targets to (-1,) first, or use "
+                "np.take_along_axis")
     return None
 
 
@@ -350,6 +354,14 @@ def _explain_torch_error(error):
     return None
 
 
+def _explain_mix_error(error):
+    if "must match the size of tensor" in str(error):
+        return ("the weights (N,) do not line up with the first axis of layers (N, ...): broadcasting matches "
+                "the LAST axes, so give the weights one trailing axis of size 1 per remaining axis of layers, "
+                "e.g. s.reshape(-1, *[1] * (layers.dim() - 1))")
+    return _explain_torch_error(error)
+
+
 check_bilm_loss = Check(
     name="check_bilm_loss",
     doc="""Check a PyTorch `bilm_loss(forward_logits, backward_logits, targets)`: value and gradients.
@@ -495,6 +507,6 @@ check_scalar_mix = Check(
     reference=_mix_reference,
     judge=_judge_mix,
     seal=MIX_SEAL,
-    explain_error=_explain_torch_error,
+    explain_error=_explain_mix_error,
     device=True,
 )

@@ -28,6 +28,7 @@ from plmcourse.grading.core import (
     expect_array,
     first_match,
     logits_case,
+    explain_shape_error,
 )
 
 __all__ = ["check_log_softmax", "check_noise_distribution", "check_skipgram_negative_sampling_loss"]
@@ -174,6 +175,7 @@ check_log_softmax = Check(
     reference=lambda case: ref.log_softmax(case.data["x"], axis=case.data["axis"]),
     judge=_judge_log_softmax,
     seal=_log_softmax_seal,
+    explain_error=explain_shape_error,
 )
 
 
