@@ -27,7 +27,7 @@ SEEDS = (0, 1, 2)
 def review_scores(model, tokenizer, pairs):
     a = pnn.encode(model, tokenizer, [p.a for p in pairs])
     b = pnn.encode(model, tokenizer, [p.b for p in pairs])
-    spearman = ref.spearman(ref.cosine_matrix(a, b).diagonal(), [p.score for p in pairs])
+    spearman = ref.spearman(ref.cosine_similarity(a, b), [p.score for p in pairs])
     return spearman, ref.anisotropy(np.concatenate([a, b]))
 
 

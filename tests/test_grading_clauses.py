@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import plmcourse.grading as grading
+from plmcourse.grading.core import Case
 from conftest import source_notebooks
 
 
@@ -55,29 +56,32 @@ def test_every_check_grades_a_function_of_a_notebook():
     assert {name.removeprefix("check_") for name in grading._CHECKS} <= set(SIGNATURES)
 
 
-@pytest.mark.parametrize("hidden", [False, True], ids=["visible", "with hidden"])
-@pytest.mark.parametrize("check_name", list(grading._CHECKS))
-def test_every_argument_takes_more_than_one_value(check_name, hidden):
-    signature = SIGNATURES[check_name.removeprefix("check_")]
-    check = getattr(grading, check_name)
-    cases = check.cases(hidden, torch.device("cpu")) if check.device else check.cases(hidden)
+def fixed_arguments(signature, cases):
+    """The parameters of `signature` that keep one value (an omitted one counts as its default) in all `cases`."""
     seen = {name: set() for name in signature.parameters}
     for case in cases:
         bound = signature.bind(*case.args, **case.kwargs)  # a case that does not fit the signature fails here
-        bound.apply_defaults()  # an omitted argument counts as its default value
+        bound.apply_defaults()
         for name, value in bound.arguments.items():
             seen[name].add(value_key(value))
-    fixed = [name for name, values in seen.items() if len(values) < 2]
+    return [name for name, values in seen.items() if len(values) < 2]
+
+
+@pytest.mark.parametrize("hidden", [False, True], ids=["visible", "with hidden"])
+@pytest.mark.parametrize("check_name", list(grading._CHECKS))
+def test_every_argument_takes_more_than_one_value(check_name, hidden):
+    check = getattr(grading, check_name)
+    cases = check.cases(hidden, torch.device("cpu")) if check.device else check.cases(hidden)
+    fixed = fixed_arguments(SIGNATURES[check_name.removeprefix("check_")], cases)
     assert not fixed, f"{check_name}: {fixed} keep one value in every {'' if hidden else 'visible '}case"
 
 
-def test_the_test_can_fail():
-    # causal_lm_loss's cases before they passed another ignore_index: the argument was never varied.
-    signature = SIGNATURES["causal_lm_loss"]
-    keys = set()
-    for case in grading.check_causal_lm_loss.cases(False, torch.device("cpu")):
-        if not case.kwargs:
-            bound = signature.bind(*case.args)
-            bound.apply_defaults()
-            keys.add(value_key(bound.arguments["ignore_index"]))
-    assert len(keys) == 1
+def test_an_argument_left_at_its_default_is_found():
+    # causal_lm_loss's visible cases as they were before one passed ignore_index=0: never varied.
+    cases = [c for c in grading.check_causal_lm_loss.cases(False, torch.device("cpu")) if not c.kwargs]
+    assert fixed_arguments(SIGNATURES["causal_lm_loss"], cases) == ["ignore_index"]
+    # Passing the default explicitly is still one value; passing another is a second.
+    explicit = [Case("", c.args, {"ignore_index": -100}) for c in cases]
+    assert fixed_arguments(SIGNATURES["causal_lm_loss"], cases + explicit) == ["ignore_index"]
+    other = [Case("", c.args, {"ignore_index": 0}) for c in cases[:1]]
+    assert fixed_arguments(SIGNATURES["causal_lm_loss"], cases + other) == []

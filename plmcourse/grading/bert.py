@@ -395,9 +395,8 @@ def _loss_case(seed, shape, device, dtype=torch.float64, ignored=0.6, scale=2.0,
     label += "".join(f", {note}" for note, on in notes.items() if on)
     logits_t = torch.tensor(logits, dtype=dtype, device=device, requires_grad=True)
     targets_t = torch.tensor(targets, dtype=torch.int64, device=device)
-    tags = {n for n, on in notes.items() if on} | ({"no labelled position"} if none_counted else set())
     kwargs = {} if ignore_index == IGNORE else {"ignore_index": ignore_index}
-    return Case(label, (logits_t, targets_t), kwargs, tags=frozenset(tags),
+    return Case(label, (logits_t, targets_t), kwargs, tags=frozenset(n for n, on in notes.items() if on),
                 data={"logits": logits_t.detach().cpu().double().numpy(), "targets": targets,
                       "dtype": dtype, "causal": causal, "ignore_index": ignore_index},
                 grad_leaves=(0,))
@@ -655,7 +654,7 @@ def _count_mistakes(config):
     yield "n_layers + 1 layers counted", lambda: (np.array(float(_bert_count(config[0], config[1], config[2] + 1,
                                                                            *config[3:]))),)
     # One group of biases forgotten: the count is short by exactly that many numbers.
-    vocab, d, layers, d_ff = config[:4]
+    d, layers, d_ff = config[1:4]
     right = float(_bert_count(*config))
     for short, what in ((4 * d * layers, "the biases of the four attention projections (4 * d_model per layer)"),
                         ((d_ff + d) * layers, "the biases of the feed-forward layers (d_ff + d_model per layer)"),

@@ -74,11 +74,16 @@ MEAN_POOL_SEAL = [
 ]
 
 
+def _loaded_class(module, name):
+    """The class `module.name` if the notebook has imported `module`, else None (never imports it)."""
+    library = sys.modules.get(module)
+    found = getattr(library, name, None) if library is not None else None
+    return found if isinstance(found, type) else None
+
+
 def _mean_pool_seal():
-    library = sys.modules.get("sentence_transformers.models")
-    pooling = getattr(library, "Pooling", None) if library is not None else None
-    extra = [(pooling, "sentence_transformers.models.Pooling")] if isinstance(pooling, type) else []
-    return MEAN_POOL_SEAL + extra
+    pooling = _loaded_class("sentence_transformers.models", "Pooling")
+    return MEAN_POOL_SEAL + ([(pooling, "sentence_transformers.models.Pooling")] if pooling else [])
 
 
 # ----------------------------------------------------------------------------
@@ -625,9 +630,8 @@ def _whitening_seal():
         (ref_sentence_embeddings.whitening, "plmcourse.ref.whitening"),
         (ref_sentence_embeddings.whiten, "plmcourse.ref.whiten"),
     ]
-    library = sys.modules.get("sklearn.decomposition")  # sealed only if the notebook loaded it
-    pca = getattr(library, "PCA", None) if library is not None else None
-    if isinstance(pca, type):
+    pca = _loaded_class("sklearn.decomposition", "PCA")
+    if pca is not None:
         for name in ("fit", "fit_transform", "_fit"):  # the undecorated methods: fit's wrapper is shared
             method = getattr(pca, name, None)
             if callable(method):
@@ -867,9 +871,8 @@ def _info_nce_seal():
         (ref_sentence_embeddings.info_nce_loss, "plmcourse.ref.info_nce_loss"),
         (nn_sentence_embeddings.info_nce_loss, "plmcourse.nn.info_nce_loss"),
     ]
-    library = sys.modules.get("sentence_transformers.losses")  # sealed only if the notebook loaded it
-    loss = getattr(library, "MultipleNegativesRankingLoss", None) if library is not None else None
-    if isinstance(loss, type):
+    loss = _loaded_class("sentence_transformers.losses", "MultipleNegativesRankingLoss")
+    if loss is not None:
         seal.append((loss, "sentence_transformers.losses.MultipleNegativesRankingLoss"))
     return seal
 

@@ -206,10 +206,10 @@ def _variant(d, *, longest=True, continuation="##", shown="##", first="", gap="w
     """
     word, vocab, max_chars = d["word"], d["vocab"], d["max_chars"]
     unk = d["unk"] if unk is None else unk
-    if limit_first and len(word) > max_chars:
-        return [unk]
     if limit_first:
-        limit = "none"
+        if len(word) > max_chars:
+            return [unk]
+        limit = "none"  # compared already, before folding
     if fold == "always" or (fold == "flag" and d["lowercase"]):
         word = word.lower()
     if empty is not None and word == "":

@@ -81,19 +81,21 @@ def embed(model, ids, mask, pooling="mean", layer=None, segment_ids=None):
     return POOLINGS[pooling](hidden, mask)
 
 
-def bert_batch(tokenizer, texts, device=None):
+def bert_batch(tokenizer, texts, device=None, max_length=None):
     """[CLS] text [SEP] for each text, padded to the longest: ids (B, T) and mask (B, T), True = real.
 
     tokenizer: MiniLM's `plmcourse.data.WordPieceTokenizer` (called like Hugging Face's), or
     the tiny BERT's `plmcourse.data.WordTokenizer` (its words are the text split on spaces).
+    max_length: cut longer rows to this many tokens, [SEP] kept at the end.
     """
     texts = list(texts)
     if callable(tokenizer):
-        batch = tokenizer(texts, return_tensors="pt")
+        batch = tokenizer(texts, max_length=max_length, return_tensors="pt")
         ids, mask = batch["input_ids"], batch["attention_mask"].bool()
     else:
         pad, cls, sep = (tokenizer.stoi[t] for t in ("[PAD]", "[CLS]", "[SEP]"))
-        rows = [[cls, *tokenizer.encode(text.split()), sep] for text in texts]
+        words = [tokenizer.encode(text.split())[:None if max_length is None else max_length - 2] for text in texts]
+        rows = [[cls, *row, sep] for row in words]
         width = max(len(row) for row in rows)
         ids = torch.tensor([row + [pad] * (width - len(row)) for row in rows])
         mask = ids != pad
@@ -101,26 +103,30 @@ def bert_batch(tokenizer, texts, device=None):
 
 
 @torch.no_grad()
-def encode(model, tokenizer, texts, pooling="mean", layer=None, batch_size=128):
+def encode(model, tokenizer, texts, pooling="mean", layer=None, batch_size=128, max_length=None):
     """Sentence vectors of `texts`, a float32 NumPy array (n, d), computed in eval mode.
 
     pooling: "cls", "mean" or "max"; layer: None for the last, an int (0 = embeddings), or
-    "all" for every layer at once, (n_layers + 1, n, d).
+    "all" for every layer at once, (n_layers + 1, n, d). max_length: see bert_batch.
     """
     texts = list(texts)
     device = next(model.parameters()).device
+    # Sorting by length puts texts of similar length in one batch: less padding to compute.
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     was_training = model.training
     model.eval()
     chunks = []
-    for start in range(0, len(texts), batch_size):
-        ids, mask = bert_batch(tokenizer, texts[start:start + batch_size], device)
+    for start in range(0, len(order), batch_size):
+        rows = order[start:start + batch_size]
+        ids, mask = bert_batch(tokenizer, [texts[i] for i in rows], device, max_length)
         if layer == "all":
             hidden = model.all_layers(ids, attention_mask=mask)
             chunks.append(torch.stack([POOLINGS[pooling](h, mask) for h in hidden]))  # (L + 1, b, d)
         else:
             chunks.append(embed(model, ids, mask, pooling, layer)[None])  # (1, b, d)
     model.train(was_training)
-    vectors = torch.cat(chunks, dim=1).float().cpu().numpy()
+    vectors = np.empty((len(chunks[0]), len(texts), chunks[0].shape[-1]), dtype=np.float32)
+    vectors[:, order] = torch.cat(chunks, dim=1).float().cpu().numpy()  # back in the order of `texts`
     return vectors if layer == "all" else vectors[0]
 
 

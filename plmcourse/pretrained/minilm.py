@@ -28,7 +28,7 @@ import torch
 
 from plmcourse.nn.device import default_device
 from plmcourse.nn.models import Bert, BertConfig
-from plmcourse.nn.sentence_embeddings import mean_pool
+from plmcourse.nn.sentence_embeddings import encode
 
 __all__ = ["MINILM_INSTALL", "WeightsNotInstalled", "minilm_dir", "minilm_available", "load_minilm",
            "minilm_config", "encode_sentences"]
@@ -165,21 +165,7 @@ def encode_sentences(sentences, batch_size=32, normalize=True, device=None, mode
         if device not in _LOADED:
             _LOADED[device] = load_minilm(device)
         tokenizer, model = _LOADED[device]
-    device = next(model.parameters()).device
-    # Sorting by length puts sentences of similar length in one batch: less padding to compute.
-    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    out = np.zeros((len(sentences), model.config.d_model), dtype=np.float32)
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        for start in range(0, len(order), batch_size):
-            rows = order[start:start + batch_size]
-            batch = tokenizer([sentences[i] for i in rows], max_length=max_length, return_tensors="pt")
-            mask = batch["attention_mask"].to(device)
-            hidden, _ = model(batch["input_ids"].to(device), batch["token_type_ids"].to(device), mask)
-            vectors = mean_pool(hidden, mask)  # (b, d): padding does not count
-            if normalize:
-                vectors = torch.nn.functional.normalize(vectors, dim=-1)  # cosine = dot product
-            out[rows] = vectors.float().cpu().numpy()
-    model.train(was_training)
-    return out
+    vectors = encode(model, tokenizer, sentences, "mean", batch_size=batch_size, max_length=max_length)
+    if normalize:  # cosine = dot product
+        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    return vectors
