@@ -107,3 +107,9 @@ __all__ += ["mean_pool", "max_pool", "cls_pool", "POOLINGS", "info_nce_loss", "a
 from plmcourse.nn.probing import anisotropy, attention_shares, linear_probe, self_similarity  # noqa: E402
 
 __all__ += ["linear_probe", "self_similarity", "anisotropy", "attention_shares"]
+
+# Parameter-efficient fine-tuning (notebook 09): the methods live in plmcourse.nn.peft.
+from plmcourse.nn import peft  # noqa: E402
+from plmcourse.nn.peft import LoRALinear, count_trainable_parameters  # noqa: E402
+
+__all__ += ["peft", "LoRALinear", "count_trainable_parameters"]

@@ -185,7 +185,11 @@ class Bert(nn.Module):
 
     def forward(self, ids, segment_ids=None, attention_mask=None):
         """ids (B, T) -> hidden states (B, T, d_model) and the pooled [CLS] vector (B, d_model) or None."""
-        x = self.embeddings(ids, segment_ids)
+        return self.from_embeddings(self.embeddings(ids, segment_ids), attention_mask)
+
+    def from_embeddings(self, x, attention_mask=None):
+        """The blocks, final norm and pooler on given input vectors x (B, T, d_model), e.g. the
+        embeddings with soft prompt vectors put among them (plmcourse.nn.peft.SoftPrompt)."""
         mask = _key_mask(attention_mask)  # every query sees every real token: no causal mask
         for layer in range(self.config.n_layers):
             x = self.block(layer)(x, mask=mask)

@@ -103,3 +103,8 @@ from plmcourse.ref.sentence_embeddings import (  # noqa: E402
 
 __all__ += ["mean_pool", "max_pool", "cosine_matrix", "anisotropy", "whitening", "whiten", "info_nce_loss",
             "alignment", "uniformity", "retrieval_accuracy", "bootstrap_interval"]  # spearman: above
+
+# Parameter-efficient fine-tuning (notebook 09).
+from plmcourse.ref.peft import attention_with_prefix, lora_forward, lora_merge  # noqa: E402
+
+__all__ += ["attention_with_prefix", "lora_forward", "lora_merge"]
