@@ -7,7 +7,7 @@ JSON files in bench/results/, so results of benchmarks not rerun are kept.
 import sys
 import time
 
-from bench import attention, checkpoints, gpt, grading, minilm, notebooks, report, simcse, threads, word2vec, wordpiece
+from bench import attention, checkpoints, gpt, grading, minilm, notebooks, peft, report, simcse, threads, word2vec, wordpiece
 
 BENCHMARKS = {
     "attention": attention.main,
@@ -20,6 +20,7 @@ BENCHMARKS = {
     "minilm": minilm.main,
     "checkpoints": checkpoints.main,
     "simcse": simcse.main,
+    "peft": peft.main,
 }
 
 
