@@ -95,6 +95,12 @@ def test_statistical_tolerances_are_wide_for_a_correct_answer():
     assert abs(chosen - 0.15) < 0.004 and abs(masked - 0.8) < 0.01
 
 
+def test_the_set_hint_needs_specials_kept_out_when_they_came_as_a_list():
+    # An answer that never excludes specials fails on the first case (a list): no word about sets.
+    message = str(failure(check_mlm_mask, mistake("check_mlm_mask", "specials chosen")))
+    assert "are never chosen" in message and "set" not in message
+
+
 # ----------------------------------------------------------------------------
 # Sealing
 

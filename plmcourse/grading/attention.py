@@ -32,6 +32,7 @@ from plmcourse.grading.core import (
     to_numpy,
     explain_shape_error,
 )
+from plmcourse.grading.word_vectors import AXIS_CLAUSES
 
 __all__ = [
     "check_softmax",
@@ -129,6 +130,16 @@ def _softmax_mistakes(x, axis):
         if other != axis:
             yield (f"a softmax along axis {other}, but this case asks for axis {axis}",
                    lambda other=other: (ref.softmax(x, axis=other),))
+    for other in range(x.ndim):
+        if other != axis:
+            yield (f"the max taken along axis {other} but the sum along axis {axis}: subtract the max along "
+                   f"the axis you normalise over (np.max(x, axis=axis, keepdims=True))",
+                   lambda other=other: (_softmax_shifted_by(x, axis, np.max(x, axis=other, keepdims=True)),))
+    empty = np.isneginf(x).all(axis=axis, keepdims=True)
+    if empty.any():
+        yield ("-inf replaced by a finite number such as -1e9: a slice that is entirely -inf then comes out "
+               "uniform (1/n each) instead of zeros; keep -inf (exp(-inf) is 0) and return zeros for a slice "
+               "whose entries are all -inf", lambda: (np.where(empty, 1.0 / x.shape[axis], ref.softmax(x, axis=axis)),))
     with np.errstate(all="ignore"):
         shifted = np.exp(x - np.max(x))  # one max for the whole array: far-below slices underflow to 0
         total = shifted.sum(axis=axis, keepdims=True)
@@ -142,6 +153,13 @@ def _softmax_mistakes(x, axis):
            lambda: (ref.softmax(x.reshape(-1)).reshape(x.shape),))
     yield ("exp(x - max) without dividing by the sum",
            lambda: (np.exp(x - x.max(axis=axis, keepdims=True)),))
+
+
+def _softmax_shifted_by(x, axis, m):
+    """exp(x - m) normalised along axis, zeros for a slice that sums to 0 (m: any broadcastable shift)."""
+    e = np.exp(x - np.where(np.isfinite(m), m, 0.0))
+    total = np.sum(e, axis=axis, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
 
 
 def _judge_softmax(case, got, expected):
@@ -181,6 +199,11 @@ check_softmax = Check(
     seal=_softmax_seal,
     explain_error=explain_shape_error,
     flag_library=LIBRARY_SOFTMAX,
+    clauses=AXIS_CLAUSES + (
+        ("stable for scores of size 1e4: subtract the maximum along axis first", lambda c: "large logits" in c.tags),
+        ("-inf entries get weight 0", lambda c: "some entries -inf" in c.tags),
+        ("zeros, not nan, for a slice that is entirely -inf", lambda c: "one slice entirely -inf" in c.tags),
+    ),
 )
 
 
@@ -344,6 +367,11 @@ def _times_k(result, k):
     return weights @ k, weights
 
 
+def _scores_shape(case):
+    q, k = case.data["q"], case.data["k"]
+    return np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2])
+
+
 def _judge_sdpa(case, got, expected):
     problem = expect_pair(got)
     if problem:
@@ -391,6 +419,19 @@ check_scaled_dot_product_attention = Check(
     seal=SDPA_SEAL,
     explain_error=explain_shape_error,
     flag_library=LIBRARY_SOFTMAX + LIBRARY_ATTENTION,
+    clauses=(
+        ("q (..., L_q, d_k), k (..., L_k, d_k), v (..., L_k, d_v): no leading dimension",
+         lambda c: c.data["q"].ndim == 2),
+        ("... or leading dimensions (batch, heads), shared", lambda c: c.data["q"].ndim >= 4),
+        ("L_k may differ from L_q", lambda c: c.data["q"].shape[-2] != c.data["k"].shape[-2]),
+        ("d_v may differ from d_k", lambda c: c.data["v"].shape[-1] != c.data["q"].shape[-1]),
+        ("mask None (not passed)", lambda c: c.data["mask"] is None),
+        ("a boolean mask, True where attention is allowed, of the scores' shape",
+         lambda c: c.data["mask"] is not None and c.data["mask"].shape == _scores_shape(c)),
+        ("... or one that broadcasts to it",
+         lambda c: c.data["mask"] is not None and c.data["mask"].shape != _scores_shape(c)),
+        ("a query row with no allowed key gets zero weights and a zero output", lambda c: "empty row" in c.tags),
+    ),
 )
 
 
@@ -430,6 +471,10 @@ check_causal_mask = Check(
     reference=lambda case: ref.causal_mask(case.data["n"]),
     judge=lambda case, got, expected: judge_bool_mask(got, expected, _causal_mistakes(case.data["n"])),
     seal=CAUSAL_SEAL,
+    clauses=(
+        ("True where query i may attend to key j, for j <= i", lambda c: c.data["n"] > 2),
+        ("the diagonal included: a token may look at itself", lambda c: c.data["n"] >= 1),
+    ),
 )
 
 
@@ -553,16 +598,16 @@ def _merge_wrong(x):
 
 
 def _mha_numpy(d, *, q_factor=1.0, transposed=False, split=ref.split_heads, merge=ref.merge_heads,
-               project_out=True, kv_from_q=False, invert_mask=False, attention=ref.scaled_dot_product_attention):
+               project_out=True, k_from_q=False, v_from_q=False, invert_mask=False,
+               attention=ref.scaled_dot_product_attention):
     """Multi-head attention in NumPy, with the switches that reproduce known mistakes."""
-    x_q, n_heads, mask = d["x_q"], d["n_heads"], d["mask"]
-    x_kv = x_q if kv_from_q else d["x_kv"]
+    x_q, x_kv, n_heads, mask = d["x_q"], d["x_kv"], d["n_heads"], d["mask"]
     w_q, w_k, w_v, w_o = (w.T for w in d["weights"]) if transposed else d["weights"]
     if invert_mask:
         mask = ~mask
     q = split(x_q @ w_q * q_factor, n_heads)
-    k = split(x_kv @ w_k, n_heads)
-    v = split(x_kv @ w_v, n_heads)
+    k = split((x_q if k_from_q else x_kv) @ w_k, n_heads)
+    v = split((x_q if v_from_q else x_kv) @ w_v, n_heads)
     heads, weights = attention(q, k, v, mask)
     output = merge(heads)
     return (output @ w_o if project_out else output), weights
@@ -581,7 +626,10 @@ def _mha_mistakes(d):
            lambda: _mha_numpy(d, project_out=False))
     yield ("the weight matrices used transposed (x @ w.T), but this course applies them as x @ w",
            lambda: _mha_numpy(d, transposed=True))
-    yield "keys and values computed from x_q instead of x_kv", lambda: _mha_numpy(d, kv_from_q=True)
+    yield "keys and values computed from x_q instead of x_kv", lambda: _mha_numpy(d, k_from_q=True, v_from_q=True)
+    for which in ("keys", "values"):
+        yield (f"the {which} computed from x_q instead of x_kv: only the queries come from x_q, the keys and "
+               f"the values both from x_kv", lambda which=which: _mha_numpy(d, **{f"{which[0]}_from_q": True}))
     yield ("attention without the 1/sqrt(d_head) scaling",
            lambda: _mha_numpy(d, q_factor=math.sqrt(head_size)))
     yield ("scores divided by sqrt(d_model) instead of sqrt(d_head), d_head = d_model / n_heads",
@@ -595,6 +643,11 @@ def _mha_mistakes(d):
         yield ("attention with the mask inverted (True means the key may be attended to), a large "
                "negative number added to the masked scores",
                lambda: _mha_numpy(d, invert_mask=True, attention=lambda *a: _finite_fill_attention(*a, additive=True)))
+
+
+def _mha_weights_shape(case):
+    d = case.data
+    return (d["x_q"].shape[0], d["n_heads"], d["x_q"].shape[1], d["x_kv"].shape[1])
 
 
 def _judge_mha(case, got, expected):
@@ -671,4 +724,16 @@ check_multi_head_attention = Check(
     explain_error=_explain_mha_error,
     flag_library=LIBRARY_ATTENTION,
     device=True,
+    clauses=(
+        ("the queries come from x_q, the keys and values from x_kv", lambda c: not c.data["self_attention"]),
+        ("self-attention passes the same tensor twice", lambda c: c.data["self_attention"]),
+        ("L_k may differ from L_q", lambda c: c.data["x_q"].shape[1] != c.data["x_kv"].shape[1]),
+        ("n_heads divides d_model; each head has d_k = d_model // n_heads", lambda c: c.data["n_heads"] > 1),
+        ("mask None (not passed)", lambda c: c.data["mask"] is None),
+        ("a boolean mask, True = allowed, of shape (B, n_heads, L_q, L_k)",
+         lambda c: c.data["mask"] is not None and c.data["mask"].shape == _mha_weights_shape(c)),
+        ("... or one that broadcasts to it",
+         lambda c: c.data["mask"] is not None and c.data["mask"].shape != _mha_weights_shape(c)),
+        ("gradients flow to every input", lambda c: len(c.grad_leaves) == 6),
+    ),
 )

@@ -206,6 +206,18 @@ check_text_infilling = Check(
     judge=judge_by_rules(INFILLING_RULES),
     seal=INFILLING_SEAL,
     memory=_Memory,
+    clauses=(
+        ("mask_ratio not passed: 0.3", lambda c: "mask_ratio" not in c.kwargs),
+        ("mask_ratio passed", lambda c: "mask_ratio" in c.kwargs),
+        ("poisson_lambda not passed: 3.0", lambda c: "poisson_lambda" not in c.kwargs),
+        ("poisson_lambda passed", lambda c: "poisson_lambda" in c.kwargs),
+        ("spans of length Poisson(poisson_lambda) until round(mask_ratio * n) tokens are covered",
+         lambda c: "statistics" in c.tags),
+        ("a span of length 0 inserts one mask at a random gap", lambda c: "statistics" in c.tags),
+        ("spans do not overlap, and each is replaced by its own mask_id", lambda c: c.data["ratio"] >= 0.5),
+        ("every random number from rng: the same seed gives the same output", lambda c: "same_as" in c.data),
+        ("... and not from a generator of its own: another seed gives another", lambda c: "differs_from" in c.data),
+    ),
 )
 
 
@@ -253,6 +265,12 @@ check_prefix_lm_mask = Check(
     judge=lambda case, got, expected: judge_bool_mask(got, expected,
                                                             _prefix_mistakes(case.data["n"], case.data["p"])),
     seal=PREFIX_SEAL,
+    clauses=(
+        ("i attends to j when j < prefix_len or j <= i; no prefix position sees the target",
+         lambda c: 0 < c.data["p"] < c.data["n"]),
+        ("prefix_len = 0 gives the causal mask", lambda c: c.data["p"] == 0),
+        ("prefix_len = n gives the full mask", lambda c: c.data["p"] == c.data["n"]),
+    ),
 )
 
 
@@ -276,6 +294,11 @@ def _permutation_mistakes(order):
            lambda: (order[None, :] < order[:, None],))
     yield ("rows and columns indexed by step in the order instead of by position; mask[i, j] is about "
            "positions i and j", lambda: (step[None, :] < step[:, None],))
+    yield ("row t filled with what the t-th step sees instead of row order[t]: row i belongs to position i, so "
+           "the t-th step's row is order[t] (the columns are right)", lambda: (rank[None, :] < step[:, None],))
+    yield ("column t filled for the t-th step instead of column order[t]: column j belongs to position j, so a "
+           "row sees the columns order[s] of the earlier steps s (the rows are right)",
+           lambda: (step[None, :] < rank[:, None],))
     yield "the mask is transposed: row i must list what position i may see", lambda: (rank[None, :] > rank[:, None],)
     yield ("an inverted mask: True marks the blocked positions, but in this course True means allowed",
            lambda: (~(rank[None, :] < rank[:, None]),))
@@ -290,4 +313,9 @@ check_permutation_mask = Check(
     judge=lambda case, got, expected: judge_bool_mask(got, expected,
                                                             _permutation_mistakes(case.data["order"])),
     seal=PERMUTATION_SEAL,
+    clauses=(
+        ("order[t] is the position predicted at step t: i sees j when j comes strictly earlier in the order",
+         lambda c: not np.array_equal(c.data["order"], np.arange(len(c.data["order"])))),
+        ("a position never sees itself, and the first in the order sees nothing", lambda c: True),
+    ),
 )

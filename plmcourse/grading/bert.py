@@ -72,6 +72,7 @@ class _Memory:
 
     def __init__(self):
         self.outputs = {}
+        self.kept_specials_out = False  # an earlier case with special_ids as a list or tuple chose none
 
     def remember(self, key, got):
         self.outputs[key] = tuple(np.array(part, copy=True) for part in got)
@@ -227,11 +228,19 @@ def _rule_labels_are_the_originals(case, got, memory):
 def _rule_specials_never_chosen(case, got, memory):
     m = _Masked(case, got)
     chosen_special = np.argwhere(m.predicted & m.special)
-    if len(chosen_special):
-        at = tuple(int(i) for i in chosen_special[0])
-        return (f"the special token {m.tokens[at]} at {list(at)} was chosen; special_ids "
-                f"([CLS], [SEP], [PAD], ...) are never chosen")
-    return None
+    as_set = isinstance(case.args[4], (set, frozenset))
+    if not len(chosen_special):
+        memory.kept_specials_out |= not as_set
+        return None
+    at = tuple(int(i) for i in chosen_special[0])
+    hint = ""
+    if as_set and memory.kept_specials_out:
+        # The same answer kept them out when they came as a list: what differs is the set.
+        hint = ("; special_ids is a set in this case and your function kept the specials out when they came as "
+                "a list: NumPy does not read a set as ids (np.isin(tokens, {0, 1}) and np.array({0, 1}) see "
+                "one object that matches nothing), so convert it with list(special_ids) first")
+    return (f"the special token {m.tokens[at]} at {list(at)} was chosen; special_ids "
+            f"([CLS], [SEP], [PAD], ...) are never chosen{hint}")
 
 
 def _rule_only_chosen_positions_change(case, got, memory):
@@ -312,11 +321,18 @@ def _mlm_statistics(d, inputs, tokens, predicted, special, replaced):
     expected = {"[MASK]": 0.8, "a random token": 0.1 - 0.1 / A, "unchanged": 0.1 + 0.1 / A}
     got = {"[MASK]": _share(inputs == mask_id, predicted), "a random token": _share(replaced, predicted),
            "unchanged": _share(inputs == tokens, predicted)}
+    # A second draw of 10% among the 20% not [MASK]ed: 0.2 x 0.1 = 0.02 random, 0.18 unchanged.
+    nested = {"[MASK]": 0.8, "a random token": 0.02 - 0.02 / A, "unchanged": 0.18 + 0.02 / A}
     for what, share in got.items():
         if abs(share - expected[what]) > 0.02:
+            hint = ""
+            if all(abs(got[w] - nested[w]) < 0.01 for w in got):
+                hint = ("; it matches a second draw of 10% made among the positions not [MASK]ed (0.2 x 0.1 = "
+                        "0.02): draw one number u per chosen position, [MASK] for u < 0.8, a random token for "
+                        "0.8 <= u < 0.9, unchanged otherwise")
             return (f"{share:.3f} of the chosen positions show {what}, expected {expected[what]:.3f} +- 0.02 "
                     f"(80% [MASK], 10% a random token, 10% unchanged; measured {got['[MASK]']:.3f} / "
-                    f"{got['a random token']:.3f} / {got['unchanged']:.3f})")
+                    f"{got['a random token']:.3f} / {got['unchanged']:.3f}){hint}")
     distinct = len(np.unique(inputs[replaced]))
     if distinct < min(A, np.count_nonzero(replaced)) // 2:
         return (f"the random replacements use only {distinct} different ids out of {A} ordinary ones; draw "
@@ -333,6 +349,23 @@ check_mlm_mask = Check(
     judge=judge_by_rules(MLM_MASK_RULES),
     seal=MLM_MASK_SEAL,
     memory=_Memory,
+    clauses=(
+        ("tokens of any shape: a batch (B, T)", lambda c: c.data["tokens"].ndim == 2),
+        ("... or one sequence (T,)", lambda c: c.data["tokens"].ndim == 1),
+        ("special_ids: any collection: a list", lambda c: type(c.args[4]) is list),
+        ("... a tuple", lambda c: type(c.args[4]) is tuple),
+        ("... or a set", lambda c: type(c.args[4]) is set),
+        ("special ids ([CLS], [SEP], padding) are never chosen",
+         lambda c: bool(np.isin(c.data["tokens"], c.data["specials"]).any())),
+        ("each ordinary token chosen independently with probability p", lambda c: "statistics" in c.tags),
+        ("p not passed: 0.15", lambda c: "p" not in c.kwargs and "statistics" in c.tags),
+        ("p passed", lambda c: "p" in c.kwargs and "statistics" in c.tags),
+        ("of the chosen, 80% mask_id, 10% a random ordinary id (neither special nor mask_id), 10% unchanged",
+         lambda c: "statistics" in c.tags),
+        ("labels: the original token at chosen positions, -100 everywhere else", lambda c: True),
+        ("every random number from rng: the same seed gives the same masking", lambda c: "same_as" in c.data),
+        ("... and not from a generator of its own: another seed gives another", lambda c: "differs_from" in c.data),
+    ),
 )
 
 
@@ -553,6 +586,7 @@ def _mlm_loss_cases(hidden, device):
         _loss_case(12, (2, 4, 9), device, dtype=torch.float32),
         _loss_case(13, (2, 5, 8), device, scale=1000.0),
         _loss_case(14, (2, 3, 6), device, none_counted=True),
+        _loss_case(15, (2, 3, 4, 7), device),
     ]
     salt = hidden_salt(hidden)
     if hidden:
@@ -576,6 +610,14 @@ check_mlm_loss = Check(
     seal=LOSS_SEAL,
     explain_error=_explain_loss_error,
     device=True,
+    clauses=(
+        ("the mean of -log p(label) over the positions whose label is not -100",
+         lambda c: "some labels -100" in c.tags),
+        ("any leading dimensions (..., V)", lambda c: c.args[0].dim() != 3),
+        ("stable for large logits", lambda c: "large logits" in c.tags),
+        ("a batch in which no position is labelled gives 0, not NaN", lambda c: "no labelled position" in c.tags),
+        ("a 0-d tensor that gradients flow through", lambda c: c.grad_leaves == (0,)),
+    ),
 )
 
 
@@ -688,4 +730,11 @@ check_bert_parameter_count = Check(
     reference=_count_reference,
     judge=_judge_count,
     seal=BERT_COUNT_SEAL,
+    clauses=(
+        ("type_vocab_size not passed: 2", lambda c: len(c.args) == 5),
+        ("type_vocab_size passed", lambda c: len(c.args) == 6),
+        ("n_layers Transformer layers", lambda c: c.args[2] > 1),
+        ("exactly 109,482,240 for BERT-base", lambda c: c.label.startswith("BERT-base")),
+        ("exactly 335,141,888 for BERT-large", lambda c: c.label.startswith("BERT-large")),
+    ),
 )

@@ -356,6 +356,10 @@ class Check:
     seal: (object, label) pairs the answer must not call, or a function that makes them
         when the check runs (a library the notebook loads late); explain_error(exception) ->
         a hint or None; flag_library: torch names reported when graded (run_check).
+    clauses: (clause, covers(case) -> bool) pairs: each clause of the exercise's text (an argument's
+        special value, an edge case, a rule) with what tells a case that exercises it; not read when
+        grading (tests/test_grading_clauses.py holds every clause to a visible case). The rules
+        checked on every call (inputs unchanged, no sealed function) are not listed.
 
     Calling it runs the check: here, or, in a grading kernel connected to the judge, there
     (the kernel then only answers the judge's calls, `serve`).
@@ -372,6 +376,7 @@ class Check:
     flag_library: tuple = ()
     device: bool = False
     memory: object = None
+    clauses: tuple = ()
 
     def __post_init__(self):
         self.__doc__ = self.doc

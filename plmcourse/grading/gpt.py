@@ -47,6 +47,7 @@ def _causal_cases(hidden, device):
         _loss_case(23, (2, 5, 8), device, causal=True, ignored=0.0, dtype=torch.float32),
         _loss_case(24, (2, 6, 6), device, causal=True, ignored=0.0, scale=1000.0),
         _loss_case(25, (2, 7, 9), device, causal=True, ignored=0.3, ignore_index=0),
+        _loss_case(26, (8, 10), device, causal=True, ignored=0.0),  # one sequence: no batch axis
     ]
     salt = hidden_salt(hidden)
     if hidden:
@@ -71,6 +72,15 @@ check_causal_lm_loss = Check(
     seal=LOSS_SEAL,
     explain_error=_explain_loss_error,
     device=True,
+    clauses=(
+        ("logits (..., T, V), tokens (..., T): any leading dimensions", lambda c: c.args[0].dim() != 3),
+        ("the logits at position t scored against the token at t + 1", lambda c: True),
+        ("the mean over the targets that are not ignore_index, -100 when it is not passed",
+         lambda c: "ignore_index" not in c.kwargs and bool((c.args[1][..., 1:] == -100).any())),
+        ("ignore_index passed", lambda c: "ignore_index" in c.kwargs),
+        ("stable for large logits", lambda c: "large logits" in c.tags),
+        ("a 0-d tensor that gradients flow through", lambda c: c.grad_leaves == (0,)),
+    ),
 )
 
 
@@ -124,6 +134,8 @@ def _top_k_cases(hidden, device):
         _filter_case(32, (2, 6), device, k=6),
         _filter_case(33, (2, 7), device, k=0),
         _filter_case(34, (4, 12), device, k=5, dtype=torch.float32),
+        _filter_case(35, (3, 9), device, k=None),
+        _filter_case(36, (2, 3, 12), device, k=4),
     ]
     salt = hidden_salt(hidden)
     if hidden:
@@ -268,6 +280,12 @@ def _judge_filter(case, got, expected, mistakes):
     return f"{problem}; it matches {mistake}"
 
 
+def _explain_top_k_error(error):
+    if "NoneType" in str(error):  # logits is a tensor: only k can be None
+        return "k may be None, which keeps every entry as k=0 does; test for it before using k as a number"
+    return explain_shape_error(error)
+
+
 check_top_k_filter = Check(
     name="check_top_k_filter",
     doc="""Check a PyTorch `top_k_filter(logits, k)`: keep the k largest per row (last axis), others -inf.""",
@@ -277,8 +295,18 @@ check_top_k_filter = Check(
     judge=lambda case, got, expected: _judge_filter(
                   case, got, expected, _top_k_mistakes(case.data["logits"], case.data["k"])),
     seal=TOP_K_SEAL,
-    explain_error=explain_shape_error,
+    explain_error=_explain_top_k_error,
     device=True,
+    clauses=(
+        ("keep the k largest logits along the last axis, the others -inf",
+         lambda c: bool(c.data["k"]) and c.data["k"] < c.data["logits"].shape[-1]),
+        ("one distribution per row, any leading dimensions", lambda c: c.data["logits"].ndim >= 3),
+        ("k None keeps everything", lambda c: c.data["k"] is None),
+        ("k 0 keeps everything", lambda c: c.data["k"] == 0),
+        ("k at least the vocabulary size keeps everything",
+         lambda c: bool(c.data["k"]) and c.data["k"] >= c.data["logits"].shape[-1]),
+        ("the kept logits are unchanged", lambda c: True),
+    ),
 )
 
 
@@ -292,4 +320,11 @@ check_top_p_filter = Check(
                   case, got, expected, _top_p_mistakes(case.data["logits"], case.data["p"])),
     seal=TOP_P_SEAL,
     device=True,
+    clauses=(
+        ("keep the smallest set of most likely tokens whose probability is at least p", lambda c: c.data["p"] < 1),
+        ("the most likely token is always kept, even when its probability alone is above p",
+         lambda c: bool((ref.softmax(c.data["logits"], axis=-1).max(axis=-1) > c.data["p"]).any())),
+        ("p >= 1 keeps everything", lambda c: c.data["p"] >= 1),
+        ("the kept logits are unchanged", lambda c: True),
+    ),
 )

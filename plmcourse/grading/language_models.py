@@ -181,6 +181,15 @@ check_cross_entropy = Check(
     judge=_judge_ce,
     seal=CROSS_ENTROPY_SEAL,
     explain_error=_explain_index_error,
+    clauses=(
+        ("logits (..., V), targets of the same shape without the last axis: (N, V)",
+         lambda c: c.data["logits"].ndim == 2),
+        ("... with more leading axes", lambda c: c.data["logits"].ndim >= 3),
+        ("the mean over the positions whose target is not ignore_index", lambda c: "ignored" in c.tags),
+        ("ignore_index not passed: -100", lambda c: "ignore_index" not in c.kwargs and "ignored" in c.tags),
+        ("use the ignore_index argument (it is not always -100)", lambda c: "ignore_index" in c.kwargs),
+        ("stable for logits of size 1e4", lambda c: "large logits" in c.tags),
+    ),
 )
 
 
@@ -376,6 +385,13 @@ check_bilm_loss = Check(
     seal=BILM_SEAL,
     explain_error=_explain_torch_error,
     device=True,
+    clauses=(
+        ("forward_logits[:, t] predicts targets[:, t + 1], backward_logits[:, t] targets[:, t - 1]",
+         lambda c: c.data["targets"].shape[1] > 2),
+        ("padding (-100, at the end) neither predicts nor is predicted", lambda c: "padded" in c.tags),
+        ("the backward LM's mean cross-entropy plus the forward LM's, a 0-d tensor", lambda c: True),
+        ("gradients flow to both logits tensors", lambda c: c.grad_leaves == (0, 1)),
+    ),
 )
 
 
@@ -509,4 +525,11 @@ check_scalar_mix = Check(
     seal=MIX_SEAL,
     explain_error=_explain_mix_error,
     device=True,
+    clauses=(
+        ("layers (N, ...): the N layers stacked along the first axis, e.g. (N, B, T, d)",
+         lambda c: c.data["layers"].ndim >= 4),
+        ("gamma * sum_j softmax(w)_j * layers[j], of the shape of one layer", lambda c: c.data["layers"].shape[0] > 1),
+        ("finite for weights of size 1000", lambda c: "large weights" in c.tags),
+        ("gradients flow to all three inputs", lambda c: c.grad_leaves == (0, 1, 2)),
+    ),
 )

@@ -333,6 +333,19 @@ check_mean_pool = Check(
     seal=_mean_pool_seal,
     explain_error=_explain_mean_pool_error,
     device=True,
+    clauses=(
+        ("hidden (B, T, d), float32", lambda c: c.args[0].dtype == torch.float32),
+        ("... or float64", lambda c: c.args[0].dtype == torch.float64),
+        ("mask (B, T), True/1 for a real token: as bool", lambda c: c.args[1].dtype == torch.bool),
+        ("... as integer", lambda c: not c.args[1].dtype.is_floating_point and c.args[1].dtype != torch.bool),
+        ("... or as float", lambda c: c.args[1].dtype.is_floating_point),
+        ("per row, the sum of the real tokens' vectors divided by their number", lambda c: not c.data["mask"].all()),
+        ("a row with no real token gives zeros, not NaN (in the gradient too)",
+         lambda c: bool(c.data["empty"].any()) and c.data["grad"]),
+        ("whatever the padded positions hold, even NaN or inf, must not reach the result",
+         lambda c: "the padding holds NaN and inf" in c.tags),
+        ("stay in torch, so that gradients flow back to hidden", lambda c: c.grad_leaves == (0,)),
+    ),
 )
 
 
@@ -618,6 +631,15 @@ check_anisotropy = Check(
     judge=_judge_anisotropy,
     seal=ANISOTROPY_SEAL,
     explain_error=_explain_anisotropy_error,
+    clauses=(
+        ("the mean of cos(X[i], X[j]) over the n (n - 1) ordered pairs with i != j; the diagonal does not count",
+         lambda c: True),
+        ("X of n >= 2 vectors: two", lambda c: c.data["X"].shape[0] == 2),
+        ("X float32", lambda c: "float32" in c.tags),
+        ("a row of zeros: cosine 0 with every other row, never NaN, and its pairs still count",
+         lambda c: "zero row" in c.tags),
+        ("a row of tiny numbers (1e-160) still has a direction: no epsilon on the norms", lambda c: "tiny" in c.tags),
+    ),
 )
 
 
@@ -857,6 +879,14 @@ check_whitening = Check(
     judge=_judge_whitening,
     seal=_whitening_seal,
     explain_error=_explain_whitening_error,
+    clauses=(
+        ("mu (d,): the mean of the rows; W = U[:, :k] / sqrt(s[:k]) of C = np.cov(X.T)", lambda c: True),
+        ("k not passed: all d columns", lambda c: len(c.args) == 1 and "k" not in c.kwargs),
+        ("k=None: all d columns", lambda c: "k" in c.kwargs and c.kwargs["k"] is None),
+        ("k < d: the first k columns, largest variance first", lambda c: c.data["k"] < c.data["X"].shape[1]),
+        ("d = 1: np.cov returns a single number (np.atleast_2d)", lambda c: c.data["X"].shape[1] == 1),
+        ("X float32; both results float64", lambda c: "float32" in c.tags),
+    ),
 )
 
 
@@ -1202,4 +1232,18 @@ check_info_nce_loss = Check(
     seal=_info_nce_seal,
     explain_error=_explain_info_nce_error,
     device=True,
+    clauses=(
+        ("temperature not passed: 0.05", lambda c: "default temperature" in c.tags),
+        ("temperature passed", lambda c: "default temperature" not in c.tags),
+        ("hard_negatives None (or not passed): the B rows of z2 are the candidates", lambda c: c.data["hard"] is None),
+        ("hard_negatives (M, d): the rows of z2 followed by them, B + M candidates",
+         lambda c: c.data["hard"] is not None and len(c.data["hard"]) > 1),
+        ("... any M >= 1", lambda c: c.data["hard"] is not None and len(c.data["hard"]) == 1),
+        ("logits: the cosine similarity divided by temperature", lambda c: True),
+        ("the mean over the B rows of the cross-entropy of row i with target i", lambda c: len(c.data["z1"]) > 1),
+        ("a zero vector has cosine 0 with everything: never NaN, in the loss or in its gradient",
+         lambda c: "zero row" in c.tags),
+        ("a 0-d tensor of z1's dtype", lambda c: "float32" in c.tags),
+        ("differentiable with respect to z1, z2 and hard_negatives", lambda c: c.data["hard_leaf"]),
+    ),
 )

@@ -68,4 +68,11 @@ check_normalize = Check(
     cases=_cases,
     reference=lambda c: _expected(c.args[0]),
     judge=_judge,
+    clauses=(
+        ("v / ||v||_2: a new array pointing the same way with Euclidean length 1", lambda c: bool(np.any(c.args[0]))),
+        ("a zero vector has no direction: an array of zeros of the same shape, never nan",
+         lambda c: "zero" in c.tags),
+        ("only a zero vector: a short vector still has a direction, so it gets length 1",
+         lambda c: "short" in c.tags),
+    ),
 )

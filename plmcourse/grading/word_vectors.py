@@ -23,6 +23,7 @@ from plmcourse.grading.core import (
     F64,
     Case,
     as_scalar,
+    close,
     compare,
     describe,
     expect_array,
@@ -70,6 +71,16 @@ def _log_softmax_seal():
                  (getattr(scipy_special, "logsumexp", None), "scipy.special.logsumexp"),
                  (getattr(scipy_special, "softmax", None), "scipy.special.softmax")]
     return LOG_SOFTMAX_SEAL + extra
+
+
+# The clauses on x and axis that log_softmax shares with notebook 03's softmax (logits_case's cases).
+AXIS_CLAUSES = (
+    ("along `axis`, any axis: one that is not the last",
+     lambda c: c.data["axis"] % c.data["x"].ndim != c.data["x"].ndim - 1),
+    ("`axis` not passed: the last axis (-1)", lambda c: "axis" not in c.kwargs),
+    ("any number of dimensions: one", lambda c: c.data["x"].ndim == 1),
+    ("any number of dimensions: three or more", lambda c: c.data["x"].ndim >= 3),
+)
 
 
 def _log_softmax_cases(hidden):
@@ -176,6 +187,12 @@ check_log_softmax = Check(
     judge=_judge_log_softmax,
     seal=_log_softmax_seal,
     explain_error=explain_shape_error,
+    clauses=AXIS_CLAUSES + (
+        ("stable: finite and exact for logits of size 1e4 and for entries far below the maximum",
+         lambda c: "large logits" in c.tags),
+        ("-inf for an entry that is -inf, as long as the slice has a finite entry",
+         lambda c: "some entries -inf" in c.tags),
+    ),
 )
 
 
@@ -243,6 +260,9 @@ def _noise_mistakes(counts, power):
         yield ("words with count 0 got probability, because 0**0 is 1 in NumPy; a word never seen "
                "must never be drawn: give it probability 0 explicitly",
                lambda: (np.full(len(counts), 1.0 / len(counts)),))
+        yield ("words with count 0 set to 0 after dividing by the sum, which still counted them (0**0 is 1 in "
+               "NumPy), so the rest no longer sums to 1: give them weight 0 before normalising",
+               lambda: (np.where(seen, 1.0 / len(counts), 0.0),))
     yield ("a uniform distribution over the vocabulary", lambda: (np.full(len(counts), 1.0 / len(counts)),))
 
 
@@ -258,7 +278,24 @@ def _judge_noise(case, got, expected):
         return None
     counts, power = case.data["counts"], case.data["power"]
     mistake = first_match((got,), _noise_mistakes(counts, power), **F64)
+    if mistake is None and _same_nans_and_values(got, _log_space_noise(counts, power)):
+        mistake = ("count**power computed as exp(power * log(count)), which is NaN for a word with count 0 when "
+                   "power is 0 (0 * -inf) and the sum spreads it: give words with count 0 weight 0 without "
+                   "taking their log")
     return f"{problem}; it matches {mistake}" if mistake else problem
+
+
+def _log_space_noise(counts, power):
+    with np.errstate(all="ignore"):
+        weights = np.exp(power * np.log(counts.astype(np.float64)))
+        return weights / weights.sum()
+
+
+def _same_nans_and_values(got, mistake):
+    # first_match skips a result that is mostly NaN; this mistake's result is NaN everywhere.
+    nan = np.isnan(mistake)
+    return (got.shape == mistake.shape and nan.any() and np.array_equal(np.isnan(got), nan)
+            and close(np.where(nan, 0.0, got), np.where(nan, 0.0, mistake), **F64))
 
 
 check_noise_distribution = Check(
@@ -269,6 +306,15 @@ check_noise_distribution = Check(
     reference=lambda case: ref.noise_distribution(case.data["counts"], case.data["power"]),
     judge=_judge_noise,
     seal=NOISE_SEAL,
+    clauses=(
+        ("counts: the integer count of every word, (V,); the result a float array",
+         lambda c: c.args[0].dtype.kind in "iu"),
+        ("power not passed: 0.75", lambda c: "power" not in c.kwargs),
+        ("P(w) proportional to count(w)**power, for the power passed", lambda c: c.data["power"] not in (0.75, 0.0)),
+        ("a word with count 0 gets probability 0", lambda c: "zeros" in c.tags),
+        ("... for every power, including 0 (NumPy says 0.0 ** 0 == 1.0)",
+         lambda c: "zeros" in c.tags and c.data["power"] == 0),
+    ),
 )
 
 
@@ -367,6 +413,11 @@ def _loss_mistakes(d):
                "K negatives", lambda: ((right_pos + right_neg) / (B * (K + 1)),))
 
 
+# The observed pair's derivative, σ(s) - 1, used for the negatives' terms as well.
+NEGATIVE_AS_POSITIVE = ("(σ(c·n_k) - 1) {0} instead of σ(c·n_k) {0}: σ(s) - 1 is the derivative of the observed "
+                        "pair's -log σ(s); a negative's -log σ(-s) has derivative σ(s)")
+
+
 def _gradient_mistakes(d, which):
     """Known wrong versions of one gradient (which: 0 center, 1 context, 2 negatives)."""
     c, o, n, pos, neg = _sgns_parts(d["c"], d["o"], d["n"])
@@ -387,12 +438,20 @@ def _gradient_mistakes(d, which):
                lambda: ((_sigmoid(pos) / B)[:, None] * o + np.einsum("bk,bkd->bd", g_neg, n),))
         yield ("(1 - σ(c·n_k)) n_k instead of σ(c·n_k) n_k: the derivative of -log σ(-s) is σ(s)",
                lambda: (g_pos[:, None] * o + np.einsum("bk,bkd->bd", (1 - _sigmoid(neg)) / B, n),))
+        yield (NEGATIVE_AS_POSITIVE.format("n_k"),
+               lambda: (g_pos[:, None] * o + np.einsum("bk,bkd->bd", g_neg - 1 / B, n),))
     elif which == 1:
         yield ("σ(c·o) c instead of (σ(c·o) - 1) c: the derivative of -log σ(s) is σ(s) - 1",
                lambda: ((_sigmoid(pos) / B)[:, None] * c,))
+        yield ("(σ(c·o) - 1) o instead of (σ(c·o) - 1) c: by the chain rule the derivative of c·o with "
+               "respect to o is c, the other vector of the dot product", lambda: (g_pos[:, None] * o,))
     else:
         yield ("(1 - σ(c·n_k)) c instead of σ(c·n_k) c: the derivative of -log σ(-s) is σ(s)",
                lambda: (((1 - _sigmoid(neg)) / B)[:, :, None] * c[:, None, :],))
+        yield NEGATIVE_AS_POSITIVE.format("c"), lambda: ((g_neg - 1 / B)[:, :, None] * c[:, None, :],)
+        yield ("σ(c·n_k) n_k instead of σ(c·n_k) c: by the chain rule the derivative of c·n_k with "
+               "respect to n_k is c, the other vector of the dot product", lambda: (g_neg[:, :, None] * n,))
+
 
 
 def _judge_sgns(case, got, expected):
@@ -458,4 +517,10 @@ check_skipgram_negative_sampling_loss = Check(
     reference=lambda case: ref.skipgram_negative_sampling_loss(*case.args),
     judge=_judge_sgns,
     seal=SGNS_SEAL,
+    clauses=(
+        ("the loss is the mean over the batch of B pairs (the gradients too: 1/B)", lambda c: c.data["c"].shape[0] > 1),
+        ("... and the sum over the K negatives of each pair", lambda c: c.data["n"].shape[1] > 1),
+        ("(loss, grad_center, grad_context, grad_negatives), each gradient of the input's shape", lambda c: True),
+        ("stable for scores around ±1000", lambda c: "large scores" in c.tags),
+    ),
 )

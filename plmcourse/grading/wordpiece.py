@@ -342,6 +342,16 @@ def _explain_wordpiece_error(error):
     return None
 
 
+def _reference(case):
+    d = case.data
+    return course_wordpiece.wordpiece(d["word"], d["vocab"], unk=d["unk"], max_chars=d["max_chars"],
+                                      lowercase=d["lowercase"])
+
+
+def _folded(case):
+    return case.data["word"].lower() if case.data["lowercase"] else case.data["word"]
+
+
 check_wordpiece = Check(
     name="check_wordpiece",
     doc="""Check `wordpiece(word, vocab, unk="[UNK]", max_chars=100, lowercase=True) -> list[str]`.
@@ -351,11 +361,28 @@ check_wordpiece = Check(
     lowercase folds case first; an empty word gives [].""",
     arg_names=("word", "vocab"),
     cases=_wordpiece_cases,
-    reference=lambda case: course_wordpiece.wordpiece(
-                  case.data["word"], case.data["vocab"], unk=case.data["unk"], max_chars=case.data["max_chars"],
-                  lowercase=case.data["lowercase"]),
+    reference=_reference,
     judge=lambda case, got, expected, passed: _judge_wordpiece(case, got, expected, passed),
     seal=_wordpiece_seal,
     explain_error=_explain_wordpiece_error,
     memory=list,
+    clauses=(
+        ("vocab any container of token strings: a set", lambda c: c.data["kind"] is set),
+        ("... a dict", lambda c: c.data["kind"] is dict),
+        ("... or a list", lambda c: c.data["kind"] is list),
+        ("lowercase=True (the default): fold the word to lower case first",
+         lambda c: c.data["lowercase"] and c.data["word"] != c.data["word"].lower()),
+        ("lowercase=False: leave it as it is", lambda c: not c.data["lowercase"]),
+        ("a word longer than max_chars characters is [unk] straight away",
+         lambda c: len(_folded(c)) > c.data["max_chars"]),
+        ("max_chars not passed: 100", lambda c: "max_chars" not in c.kwargs and len(_folded(c)) > 100),
+        ("max_chars counts the characters after lower-casing",
+         lambda c: len(c.data["word"]) <= c.data["max_chars"] < len(_folded(c))),
+        ("the longest piece in vocab first, with \"##\" in front of every piece but the first",
+         lambda c: len(_reference(c)) > 1),
+        ("if at some position no piece fits, [unk] alone",
+         lambda c: len(_folded(c)) <= c.data["max_chars"] and _reference(c) == [c.data["unk"]]),
+        ("unk passed", lambda c: "unk" in c.kwargs),
+        ("an empty word gives []", lambda c: c.data["word"] == ""),
+    ),
 )

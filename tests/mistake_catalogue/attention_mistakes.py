@@ -68,6 +68,17 @@ def softmax_ignores_axis(x, axis=-1):
     return softmax_vectorised(x, axis=-1)
 
 
+def softmax_max_along_last_axis(x, axis=-1):
+    m = np.max(x, axis=-1, keepdims=True)  # the max along the last axis, whatever `axis` is
+    e = np.exp(x - np.where(np.isneginf(m), 0.0, m))
+    total = e.sum(axis=axis, keepdims=True)
+    return e / np.where(total == 0, 1.0, total)
+
+
+def softmax_finite_fill(x, axis=-1):
+    return softmax_vectorised(np.where(np.isneginf(x), -1e9, x), axis=axis)  # an all -inf slice: uniform
+
+
 def softmax_whole_array(x, axis=-1):
     e = np.exp(x - np.max(x))
     return e / e.sum()
@@ -128,6 +139,9 @@ SOFTMAX_MISTAKES = [
     ("one max for the whole array", softmax_global_max, "subtract the max along the axis"),
     ("ignores the axis argument", softmax_ignores_axis,
      "a softmax along axis 1, but this case asks for axis 0"),
+    ("max along the last axis only", softmax_max_along_last_axis,
+     "the max taken along axis 1 but the sum along axis 0"),
+    ("-inf replaced by -1e9", softmax_finite_fill, "-inf replaced by a finite number such as -1e9"),
     ("normalised over the whole array", softmax_whole_array, "normalised over the whole array"),
     ("no division by the sum", softmax_no_division, "without dividing by the sum"),
     ("NaN for an all -inf slice", softmax_nan_on_empty_slice, "entirely -inf gave NaN"),
@@ -558,6 +572,16 @@ def mha_kv_from_x_q(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
     return mha_reshape(x_q, x_q, w_q, w_k, w_v, w_o, n_heads, mask)
 
 
+def mha_one_from_x_q(which):
+    """Multi-head attention with the keys (which="k") or the values ("v") computed from x_q, not x_kv."""
+    def mha(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
+        x_k, x_v = (x_q, x_kv) if which == "k" else (x_kv, x_q)
+        q, k, v = _split(x_q @ w_q, n_heads), _split(x_k @ w_k, n_heads), _split(x_v @ w_v, n_heads)
+        heads, weights = _attend(q, k, v, mask, 1 / math.sqrt(q.shape[-1]))
+        return _merge(heads) @ w_o, weights
+    return mha
+
+
 def mha_no_scaling(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
     q, k, v = _split(x_q @ w_q, n_heads), _split(x_kv @ w_k, n_heads), _split(x_kv @ w_v, n_heads)
     heads, weights = _attend(q, k, v, mask, 1.0)
@@ -684,6 +708,8 @@ MHA_MISTAKES = [
     ("no output projection", mha_no_output_projection, "without the output projection w_o"),
     ("weights transposed", mha_weights_transposed, "the weight matrices used transposed"),
     ("keys and values from x_q", mha_kv_from_x_q, "from x_q instead of x_kv"),
+    ("keys from x_q", mha_one_from_x_q("k"), "the keys computed from x_q instead of x_kv"),
+    ("values from x_q", mha_one_from_x_q("v"), "the values computed from x_q instead of x_kv"),
     ("no 1/sqrt(d_head)", mha_no_scaling, "without the 1/sqrt(d_head) scaling"),
     ("divides by sqrt(d_model)", mha_scaled_by_d_model, "divided by sqrt(d_model) instead of sqrt(d_head)"),
     ("mask inverted", mha_mask_inverted, "the mask inverted"),

@@ -242,6 +242,20 @@ def permutation_loops(order):
 
 PERMUTATION_CORRECT = [("ranks", permutation_rank), ("argsort", permutation_argsort), ("loops", permutation_loops)]
 
+def permutation_rows_by_step(order):
+    mask = np.zeros((len(order), len(order)), dtype=bool)
+    for t in range(len(order)):
+        mask[t, order[:t]] = True  # row t, not row order[t]
+    return mask
+
+
+def permutation_columns_by_step(order):
+    mask = np.zeros((len(order), len(order)), dtype=bool)
+    for t, position in enumerate(order):
+        mask[position, :t] = True  # columns 0..t-1, not order[:t]
+    return mask
+
+
 PERMUTATION_MISTAKES = [
     ("sees itself", lambda order: permutation_rank(order) | np.eye(len(order), dtype=bool),
      "position i also sees itself"),
@@ -249,6 +263,8 @@ PERMUTATION_MISTAKES = [
      "invert the permutation"),
     ("indexed by step", lambda order: np.tril(np.ones((len(order), len(order)), dtype=bool), -1),
      "indexed by step in the order"),
+    ("rows indexed by step", permutation_rows_by_step, "row t filled with what the t-th step sees"),
+    ("columns indexed by step", permutation_columns_by_step, "column t filled for the t-th step"),
     ("transposed", lambda order: permutation_rank(order).T, "transposed"),
     ("inverted", lambda order: ~permutation_rank(order), "an inverted mask"),
     ("integers", lambda order: permutation_rank(order).astype(int), "create it with dtype=bool"),

@@ -97,6 +97,11 @@ def mlm_specials_chosen(tokens, rng, vocab_size, mask_id, special_ids, p=0.15):
     return inputs, np.where(chosen, tokens, -100)
 
 
+def mlm_isin_set(tokens, rng, vocab_size, mask_id, special_ids, p=0.15):
+    # np.isin(tokens, special_ids) without list(): NumPy reads a set as one object, which matches no token.
+    return mlm_vectorised(tokens, rng, vocab_size, mask_id, [] if isinstance(special_ids, set) else special_ids, p)
+
+
 def mlm_random_may_be_special(tokens, rng, vocab_size, mask_id, special_ids, p=0.15):
     special = np.isin(tokens, list(special_ids))
     chosen = (rng.random(tokens.shape) < p) & ~special
@@ -183,9 +188,10 @@ MLM_MASK_MISTAKES = [
     ("labels 0 instead of -100", mlm_labels_zero, "use -100 there"),
     ("labels hold the inputs", mlm_labels_are_inputs, "labels hold the corrupted inputs"),
     ("specials chosen", mlm_specials_chosen, "special_ids ([CLS], [SEP], [PAD], ...) are never chosen"),
+    ("special_ids as a set to np.isin", mlm_isin_set, "convert it with list(special_ids) first"),
     ("random replacement may be special", mlm_random_may_be_special, "draw replacements from the ordinary ids"),
     ("always [MASK]", mlm_always_mask, "show [MASK], expected 0.800"),
-    ("80/2/18 split", mlm_wrong_split, "show a random token, expected"),
+    ("80/2/18 split", mlm_wrong_split, "a second draw of 10% made among the positions not [MASK]ed"),
     ("ignores p", mlm_ignores_p, "expected p = 0.3"),
     ("the global random state", mlm_global_random, "same seed gave different results"),
     ("a generator of its own", mlm_own_generator, "another seed gave exactly the same result"),

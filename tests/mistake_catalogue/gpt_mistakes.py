@@ -128,6 +128,12 @@ def top_k_zero_removes_all(logits, k):
     return torch.full_like(logits, float("-inf")).scatter(-1, indices, values)
 
 
+def top_k_none_unhandled(logits, k):
+    if k == 0 or k >= logits.shape[-1]:  # None >= V raises TypeError
+        return logits.clone()
+    return top_k_topk(logits, k)
+
+
 def top_k_smallest(logits, k):
     if not k or k >= logits.shape[-1]:
         return logits
@@ -188,6 +194,7 @@ TOP_K_CORRECT = [("topk + scatter", top_k_topk), ("k-th value threshold", top_k_
 TOP_K_MISTAKES = [
     ("smallest k", top_k_smallest, "the k SMALLEST logits kept"),
     ("k = 0 removes everything", top_k_zero_removes_all, "with k=0 nothing is removed"),
+    ("k = None not handled", top_k_none_unhandled, "k may be None, which keeps every entry"),
     ("k + 1 kept", top_k_plus_one, "k + 1 logits kept"),
     ("zeros instead of -inf", top_k_zeros, "the removed entries are 0"),
     ("-1e9 instead of -inf", top_k_large_negative, "set them to float('-inf') exactly"),

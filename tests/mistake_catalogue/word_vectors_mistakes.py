@@ -195,6 +195,18 @@ def noise_zero_power_trap(counts, power=0.75):
     return weights / weights.sum()
 
 
+def noise_zeroed_after_normalising(counts, power=0.75):
+    counts = np.asarray(counts, dtype=np.float64)
+    weights = counts ** power
+    return np.where(counts > 0, weights / weights.sum(), 0.0)  # the sum still held 0**0 = 1
+
+
+def noise_log_space(counts, power=0.75):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        weights = np.exp(power * np.log(np.asarray(counts, dtype=np.float64)))  # 0 * -inf = NaN at power 0
+    return weights / weights.sum()
+
+
 def noise_fixed_power(counts, power=0.75):
     return noise_where(counts, 0.75)
 
@@ -223,6 +235,8 @@ NOISE_MISTAKES = [
     ("power of the probabilities", noise_power_of_probabilities, "raised to the power but not renormalised"),
     ("0**0 = 1 for unseen words", noise_zero_power_trap, "0**0 is 1 in NumPy"),
     ("power argument ignored", noise_fixed_power, "use the power argument"),
+    ("zeroed after normalising", noise_zeroed_after_normalising, "give them weight 0 before normalising"),
+    ("power in log space", noise_log_space, "computed as exp(power * log(count))"),
     ("uniform", noise_uniform, "a uniform distribution over the vocabulary"),
     ("integer result", noise_integer, "expected floating point"),
     ("calls the course's version", noise_course, "calls plmcourse.ref.noise_distribution"),
@@ -379,6 +393,27 @@ def sgns_negative_derivative(c, o, n):
     return _replace(sgns_einsum(c, o, n), 3, ((1 - _sig(neg)) / B)[:, :, None] * c[:, None, :])
 
 
+def _score_grads(c, o, n):
+    """dL/d(c·o) and dL/d(c·n_k), the factors of every gradient."""
+    pos, neg = _parts(c, o, n)
+    return (_sig(pos) - 1) / c.shape[0], _sig(neg) / c.shape[0]
+
+
+def sgns_negative_derivative_as_positive(c, o, n):
+    g_pos, g_neg = _score_grads(c, o, n)
+    g_neg = g_neg - 1 / c.shape[0]  # sigma(s) - 1 for the negatives too
+    result = _replace(sgns_einsum(c, o, n), 1, g_pos[:, None] * o + np.einsum("bk,bkd->bd", g_neg, n))
+    return _replace(result, 3, g_neg[:, :, None] * c[:, None, :])
+
+
+def sgns_context_times_context(c, o, n):
+    return _replace(sgns_einsum(c, o, n), 2, _score_grads(c, o, n)[0][:, None] * o)  # times o, not c
+
+
+def sgns_negatives_times_negatives(c, o, n):
+    return _replace(sgns_einsum(c, o, n), 3, _score_grads(c, o, n)[1][:, :, None] * n)  # times n_k, not c
+
+
 def sgns_gradients_ascent(c, o, n):
     loss, gc, go, gn = sgns_einsum(c, o, n)
     return loss, gc, -go, gn
@@ -459,6 +494,10 @@ SGNS_MISTAKES = [
      "σ(c·o) c instead of (σ(c·o) - 1) c"),
     ("derivative of -log sigma(-s) as 1 - sigma(s)", sgns_negative_derivative,
      "(1 - σ(c·n_k)) c instead of σ(c·n_k) c"),
+    ("derivative of -log sigma(-s) as sigma(s) - 1", sgns_negative_derivative_as_positive,
+     "(σ(c·n_k) - 1) n_k instead of σ(c·n_k) n_k"),
+    ("grad_context times o", sgns_context_times_context, "(σ(c·o) - 1) o instead of (σ(c·o) - 1) c"),
+    ("grad_negatives times n_k", sgns_negatives_times_negatives, "σ(c·n_k) n_k instead of σ(c·n_k) c"),
     ("grad_context with the wrong sign", sgns_gradients_ascent, "the gradient with the wrong sign"),
     ("gradients swapped", sgns_swapped_gradients, "grad_center and grad_context are swapped"),
     ("negatives' gradients summed over K", sgns_negatives_summed, "each of the K negative vectors"),
