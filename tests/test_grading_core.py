@@ -277,3 +277,50 @@ def test_random_functions_are_judged_by_named_rules_with_the_same_seed_twice(nam
     table = getattr(grading, name)
     labels = " ".join(c.label for c in table.cases(False))
     assert "the same seed as an earlier case" in labels and "another seed" in labels
+
+
+# ----------------------------------------------------------------------------
+# The most fundamental problem first: a cut graph before a wrong dtype (issue 23, item 2)
+
+
+def _detached_float64(honest):
+    """The honest answer, cut from the graph and cast to float64: two problems, one fundamental."""
+    def answer(*args, **kwargs):
+        out = honest(*args, **kwargs)
+        if isinstance(out, tuple):
+            return tuple(o.detach().double() if isinstance(o, torch.Tensor) else o for o in out)
+        return out.detach().double()
+    return answer
+
+
+TRAINED_ON = sorted(name for name in grading._CHECKS
+                    if getattr(grading, name).device
+                    and any(c.grad_leaves for c in getattr(grading, name).cases(True, torch.device("cpu"))))
+
+
+def test_every_result_trained_on_has_its_gradient_judged_on_every_case():
+    # Results that training backpropagates through: losses, pooling, attention, layer mixing.
+    assert {"check_mean_pool", "check_info_nce_loss", "check_mlm_loss", "check_causal_lm_loss",
+            "check_bilm_loss", "check_scalar_mix", "check_multi_head_attention"} <= set(TRAINED_ON)
+    for name in TRAINED_ON:
+        cases = getattr(grading, name).cases(True, torch.device("cpu"))
+        assert all(c.grad_leaves for c in cases), [c.label for c in cases if not c.grad_leaves]
+
+
+def _float32_cases(check):
+    return [c for c in check.cases(True, torch.device("cpu"))
+            if any(isinstance(a, torch.Tensor) and a.dtype == torch.float32 for a in c.args)]
+
+
+@pytest.mark.parametrize("name", [name for name in TRAINED_ON if _float32_cases(getattr(grading, name))])
+def test_a_cut_graph_is_reported_before_a_wrong_dtype(name):
+    check = getattr(grading, name)
+    answer = _detached_float64(solved_namespace()[name.removeprefix("check_")])
+    float32 = _float32_cases(check)
+    memory = check.memory() if check.memory is not None else None
+    for case in float32:
+        expected = check.reference(case)
+        case.reply = core.call_student(answer, case)
+        args = (case, case.reply.value, expected) + ((memory,) if memory is not None else ())
+        verdict = check.judge(*args)
+        assert verdict and "gradient" in verdict, (case.label, verdict)

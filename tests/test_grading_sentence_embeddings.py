@@ -104,7 +104,7 @@ def test_the_visible_cases_cover_every_clause():
     shapes = [tuple(c.args[0].shape) for c in cases]
     assert any(B == 1 for B, _, _ in shapes) and any(T == 1 for _, T, _ in shapes)
     assert max(d for _, _, d in shapes) >= 384
-    assert any(c.data["grad"] for c in cases) and not all(c.data["grad"] for c in cases)
+    assert all(c.data["grad"] for c in cases)  # float32 ones too: the result is trained through
 
 
 @pytest.mark.parametrize("hidden", [False, True])
