@@ -8,6 +8,8 @@ Two tables:
    mean of seen and unseen accuracy), so its own numbers are not the ones the rate was picked on.
 2. The time of one training step (forward, backward, AdamW) with LoRA against full fine-tuning,
    on the tiny BERT and on all-MiniLM-L6-v2 (if installed), batches of 16 sentences, 2 threads.
+3. Inference after LoRA: the base model, LoRA unmerged and LoRA merged (peft.merge_lora), on
+   MiniLM with every matrix of every block adapted, 64 sentences: merging should cost nothing.
 """
 
 from __future__ import annotations
@@ -140,6 +142,36 @@ def timing_rows(checkpoint):
     return rows
 
 
+def forward_seconds(models, ids, mask, repeats=15):
+    """name -> median seconds of a forward pass; the models take turns, after one warm-up pass each."""
+    times = {name: [] for name in models}
+    with torch.no_grad():
+        for round in range(repeats + 1):
+            for name, model in models.items():
+                start = time.perf_counter()
+                model(ids, attention_mask=mask)
+                if round > 0:
+                    times[name].append(time.perf_counter() - start)
+    return {name: float(np.median(t)) for name, t in times.items()}
+
+
+def inference_rows():
+    if not minilm_available():
+        return [{"model": "all-MiniLM-L6-v2 not installed", "ms per forward (64 sentences)": ""}]
+    tokenizer, base = load_minilm("cpu")
+    adapted = peft.freeze(copy.deepcopy(base))
+    peft.add_lora(adapted, ("q_proj", "k_proj", "v_proj", "out_proj", "linear1", "linear2"), r=8, alpha=16)
+    with torch.no_grad():
+        for module in adapted.modules():
+            if isinstance(module, peft.LoRALinear):
+                module.B.normal_(0, 0.01)  # as if trained
+    merged = peft.merge_lora(copy.deepcopy(adapted))
+    ids, mask = pnn.bert_batch(tokenizer, [p.a for p in data.sts_pairs()[:64]])
+    seconds = forward_seconds({"base": base, "LoRA r=8, unmerged": adapted, "LoRA r=8, merged": merged}, ids, mask)
+    return [{"model": "all-MiniLM-L6-v2", "weights": name, "ms per forward (64 sentences)": round(1000 * s, 1)}
+            for name, s in seconds.items()]
+
+
 def main():
     torch.set_num_threads(2)  # the course's machine: 2 cores
     checkpoint = load_checkpoint("tiny-bert", device="cpu")
@@ -149,6 +181,11 @@ def main():
                  "LoRA's step saves the optimizer's work and the weight gradients of frozen matrices, not the "
                  "backward pass through the activations, so it is cheaper but not by the ratio of parameters.",
         "rows": timing_rows(checkpoint)})
+    write_result("peft_inference", {
+        "title": "LoRA at inference: unmerged against merged (all-MiniLM-L6-v2, every block matrix adapted)",
+        "notes": "64 English sentences, median of 15 forward passes taken in turns after a warm-up, 2 threads, CPU. "
+                 "Merged, the model has exactly the base's modules and parameter count (notebook 09 asserts it).",
+        "rows": inference_rows()})
     return write_result("peft_rates", {
         "title": "Notebook 09's learning rates, picked on seeds 10-12 (the notebook reports seeds 0-2)",
         "notes": "The acceptability task of the review world, 300 steps of 16, AdamW with warm-up and cosine "

