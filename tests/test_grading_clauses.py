@@ -11,6 +11,7 @@ import ast
 import hashlib
 import inspect
 import json
+import re
 
 import numpy as np
 import pytest
@@ -22,17 +23,24 @@ from conftest import source_notebooks
 
 
 def exercise_signatures():
-    """graded function name -> inspect.Signature of the `def` in its notebook's solution cell."""
+    """graded function name -> inspect.Signature of the `def` in its notebook's solution cell; a graded
+    class (LoRALinear) by its name in snake case (lora_linear), the signature of its __init__ without self."""
     found = {}
     for path in source_notebooks():
         for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
             if cell["cell_type"] != "code" or not cell["metadata"].get("nbgrader", {}).get("solution"):
                 continue
             for node in ast.parse("".join(cell["source"])).body:
-                if isinstance(node, ast.FunctionDef):
+                name = node.name if isinstance(node, ast.FunctionDef) else None
+                if isinstance(node, ast.ClassDef):
+                    name = re.sub(r"(?<=[a-zA-Z])(?=[A-Z][a-z])", "_", node.name).lower()
+                    node = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+                    if node is not None:
+                        node.args.args = node.args.args[1:]  # self
+                if name and node is not None:
                     namespace = {}
-                    exec(f"def {node.name}({ast.unparse(node.args)}): pass", namespace)  # the signature only
-                    found[node.name] = inspect.signature(namespace[node.name])
+                    exec(f"def {name}({ast.unparse(node.args)}): pass", namespace)  # the signature only
+                    found[name] = inspect.signature(namespace[name])
     return found
 
 
@@ -58,11 +66,13 @@ def test_every_check_grades_a_function_of_a_notebook():
     assert {name.removeprefix("check_") for name in grading._CHECKS} <= set(SIGNATURES)
 
 
-def fixed_arguments(signature, cases):
-    """The parameters of `signature` that keep one value (an omitted one counts as its default) in all `cases`."""
+def fixed_arguments(signature, cases, signature_args=None):
+    """The parameters of `signature` that keep one value (an omitted one counts as its default) in all `cases`;
+    a driven check's cases by what stands for the exercise's arguments (Check.signature_args)."""
     seen = {name: set() for name in signature.parameters}
     for case in cases:
-        bound = signature.bind(*case.args, **case.kwargs)  # a case that does not fit the signature fails here
+        args, kwargs = signature_args(case) if signature_args else (case.args, case.kwargs)
+        bound = signature.bind(*args, **kwargs)  # a case that does not fit the signature fails here
         bound.apply_defaults()
         for name, value in bound.arguments.items():
             seen[name].add(value_key(value))
@@ -74,7 +84,7 @@ def fixed_arguments(signature, cases):
 def test_every_argument_takes_more_than_one_value(check_name, hidden):
     check = getattr(grading, check_name)
     cases = check.cases(hidden, torch.device("cpu")) if check.device else check.cases(hidden)
-    fixed = fixed_arguments(SIGNATURES[check_name.removeprefix("check_")], cases)
+    fixed = fixed_arguments(SIGNATURES[check_name.removeprefix("check_")], cases, check.signature_args)
     assert not fixed, f"{check_name}: {fixed} keep one value in every {'' if hidden else 'visible '}case"
 
 
@@ -90,9 +100,8 @@ def test_an_argument_left_at_its_default_is_found():
 
 
 # Each check lists its exercise's clauses (Check.clauses), and a visible case exercises each one, so that
-# a student meets every clause in the notebook's own run (issue 23). The peft notebook's checks are
-# written elsewhere and come without clauses for now.
-WITHOUT_CLAUSES = {"check_lora_linear", "check_attention_with_prefix", "check_count_trainable_parameters"}
+# a student meets every clause in the notebook's own run (issue 23).
+WITHOUT_CLAUSES = set()
 
 
 def cases_of(check, hidden):

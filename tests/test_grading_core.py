@@ -5,6 +5,7 @@ The judge and the kernel are put on the two ends of a socketpair here, in thread
 plmcourse.grading.wire lets through.
 """
 
+import re
 import socket
 import threading
 
@@ -232,9 +233,18 @@ def solved_namespace():
     return namespace
 
 
+def solved_answer(check_name):
+    """The notebook's answer that `check_name` grades: a function, or a class by its name in snake case."""
+    namespace = solved_namespace()
+    by_snake_case = {re.sub(r"(?<=[a-zA-Z])(?=[A-Z][a-z])", "_", key).lower(): value
+                     for key, value in namespace.items() if isinstance(value, type)}
+    name = check_name.removeprefix("check_")
+    return namespace[name] if name in namespace else by_snake_case[name]
+
+
 @pytest.mark.parametrize("name", sorted(grading._CHECKS))
 def test_honest_answers_pass_the_hidden_cases_for_any_salt(name, capsys):
-    answer = solved_namespace()[name.removeprefix("check_")]
+    answer = solved_answer(name)
     for salt in (1000, 7000, 123000, 999000, 1_000_000_000):
         getattr(grading, name)(answer, hidden=salt)
     assert capsys.readouterr().out.count("cases passed") == 5

@@ -57,6 +57,9 @@ _CHECKS = {
     "check_anisotropy": "sentence_embeddings",
     "check_whitening": "sentence_embeddings",
     "check_info_nce_loss": "sentence_embeddings",
+    "check_count_trainable_parameters": "peft",
+    "check_lora_linear": "peft",
+    "check_attention_with_prefix": "peft",
 }
 
 __all__ = ["CheckFailed", *_CHECKS]

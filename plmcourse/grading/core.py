@@ -360,6 +360,16 @@ class Check:
         special value, an edge case, a rule) with what tells a case that exercises it; not read when
         grading (tests/test_grading_clauses.py holds every clause to a visible case). The rules
         checked on every call (inputs unchanged, no sealed function) are not listed.
+    driver: for an exercise whose argument cannot travel as plain data (a class, a model):
+        driver(obj) -> a function of the cases' plain arguments that builds what the exercise
+        needs (an nn.Linear, a model), exercises `obj` on it and returns plain data (what it
+        computed, and each stage's exception as text, so that one crash still lets the other
+        stages be judged). It is applied to the student's object before `serve` or
+        `run_check`, in the student's kernel: the recorded calls (seals), the time limit and
+        the inputs' mutation check cover everything `obj` runs, and the judge sees only the report.
+    signature_args(case) -> (args, kwargs): for a driven check, the plain values that stand
+        for the exercise's own arguments (the base layer, r, alpha...), for
+        tests/test_grading_clauses.py, which binds them to the exercise's signature.
 
     Calling it runs the check: here, or, in a grading kernel connected to the judge, there
     (the kernel then only answers the judge's calls, `serve`).
@@ -377,11 +387,15 @@ class Check:
     device: bool = False
     memory: object = None
     clauses: tuple = ()
+    driver: object = None
+    signature_args: object = None
 
     def __post_init__(self):
         self.__doc__ = self.doc
 
     def __call__(self, fn, hidden=False, device=None):
+        if self.driver is not None and not isinstance(fn, Remote):  # a Remote is the kernel's driven object
+            fn = self.driver(fn)
         connection = _judge_connection()
         if connection is not None:
             return serve(connection, self.name, fn, hidden)
