@@ -85,7 +85,8 @@ def fine_tune(checkpoint, method, seed, lr):
         x, m, y = batch
         return pnn.cross_entropy(model(x, attention_mask=m), y)
 
-    train(model, get_batch, loss_fn, steps=STEPS, lr=lr, progress=False)
+    with pnn.one_cpu_thread("cpu"):
+        train(model, get_batch, loss_fn, steps=STEPS, lr=lr, progress=False)
     return [_accuracy(model, _encode(checkpoint.tokenizer, task[name])) for name in ("test_seen", "test_unseen")]
 
 

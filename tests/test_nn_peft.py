@@ -308,3 +308,12 @@ def test_soft_prompt_sits_after_cls_and_only_it_trains(device):
     torch.testing.assert_close(model.bert(other, attention_mask=mask)[1], pooled)
     model(ids, attention_mask=mask).sum().backward()
     assert model.bert.prompt.grad is not None and bert.embeddings.token.weight.grad is None
+
+
+def test_one_cpu_thread_restores_the_setting_even_after_an_error():
+    threads = torch.get_num_threads()
+    with pytest.raises(RuntimeError):
+        with pnn.one_cpu_thread("cpu"):
+            assert torch.get_num_threads() == 1
+            raise RuntimeError
+    assert torch.get_num_threads() == threads

@@ -9,7 +9,7 @@ from plmcourse.nn.attention import (
     softmax,
     split_heads,
 )
-from plmcourse.nn.device import default_device
+from plmcourse.nn.device import default_device, one_cpu_thread
 from plmcourse.nn.transformer import (
     FeedForward,
     LearnedPositionEmbedding,
@@ -20,6 +20,7 @@ from plmcourse.nn.transformer import (
 
 __all__ = [
     "default_device",
+    "one_cpu_thread",
     "softmax",
     "scaled_dot_product_attention",
     "causal_mask",

@@ -15,11 +15,11 @@ Python floats or numpy arrays, ready to print or plot.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from plmcourse.nn.device import one_cpu_thread
 
 __all__ = ["linear_probe", "self_similarity", "anisotropy", "attention_shares"]
 
@@ -86,31 +86,11 @@ def linear_probe(train_x, train_y, test_x, test_y, weight_decay=1e-2, steps=100,
         loss.backward()
         return loss
 
-    with _one_cpu_thread(device):
+    with one_cpu_thread(device):
         optimizer.step(closure)  # one call runs up to `steps` iterations on the full batch
     with torch.no_grad():
         predictions = (test_x @ W + b).argmax(dim=-1)
     return (predictions == test_t).float().mean().item()
-
-
-@contextmanager
-def _one_cpu_thread(device):
-    """Run on one CPU thread, then restore the setting.
-
-    A probe is some thirty small steps on a (400, 384) matrix. One thread does each
-    in well under a millisecond; with more, every step also waits for the others to
-    wake up, and on a busy machine that wait dominates (2 shared cores: 25 ms on one
-    thread, 70-300 ms on two). On a GPU nothing changes.
-    """
-    if device.type != "cpu":
-        yield
-        return
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 # ----------------------------------------------------------------------------
