@@ -25,7 +25,7 @@ from plmcourse.grading.core import (
     close,
     compare,
     expect_array,
-    expect_pair,
+    expect_array_pair,
     first_match,
     judge_bool_mask,
     logits_case,
@@ -373,14 +373,10 @@ def _scores_shape(case):
 
 
 def _judge_sdpa(case, got, expected):
-    problem = expect_pair(got)
+    problem = expect_array_pair(got)
     if problem:
         return problem
     output, weights = got
-    for item, what in ((output, "the output (first item)"), (weights, "the weights (second item)")):
-        problem = expect_array(item, what)
-        if problem:
-            return problem
     for item, what in ((output, "the output"), (weights, "the weights")):
         if item.dtype.kind != "f":
             return f"{what} has dtype {item.dtype}, expected a floating-point dtype"
@@ -651,14 +647,10 @@ def _mha_weights_shape(case):
 
 
 def _judge_mha(case, got, expected):
-    problem = expect_pair(got)
+    problem = expect_array_pair(got, kind="torch")
     if problem:
         return problem
     output, weights = got
-    for item, what in ((output, "the output (first item)"), (weights, "the weights (second item)")):
-        problem = expect_array(item, what, kind="torch")
-        if problem:
-            return problem
     x_q = case.args[0]
     for item, what in ((output, "the output"), (weights, "the weights")):
         if item.dtype != torch.float64:

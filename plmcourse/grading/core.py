@@ -57,6 +57,7 @@ __all__ = [
     "describe",
     "expect_array",
     "expect_pair",
+    "expect_array_pair",
     "compare",
     "close",
     "first_match",
@@ -704,6 +705,17 @@ def expect_pair(got, names="(output, weights)"):
     if isinstance(got, (tuple, list)) and len(got) == 2:
         return None
     return f"your function returned {describe(got)}, expected the pair {names}"
+
+
+def expect_array_pair(got, names="(output, weights)", whats=("the output (first item)", "the weights (second item)"),
+                      kind="numpy"):
+    """None if `got` is a pair of NumPy arrays (kind="numpy") or torch tensors (kind="torch"), else the problem."""
+    problem = expect_pair(got, names)
+    for item, what in zip(got, whats) if problem is None else ():
+        problem = expect_array(item, what, kind)
+        if problem:
+            break
+    return problem
 
 
 def close(got, expected, atol, rtol):

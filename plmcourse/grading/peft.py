@@ -59,6 +59,7 @@ from plmcourse.grading.core import (
     compare,
     describe,
     expect_array,
+    expect_array_pair,
     expect_pair,
     first_match,
     hidden_salt,
@@ -764,14 +765,11 @@ def _prefix_mistakes(d):
 
 
 def _judge_prefix(case, got, expected):
-    problem = expect_pair(got)
+    problem = expect_array_pair(got)
     if problem:
         return problem
     output, weights = got
     for item, what in ((output, "the output (first item)"), (weights, "the weights (second item)")):
-        problem = expect_array(item, what)
-        if problem:
-            return problem
         if item.dtype.kind != "f":
             return f"{what} has dtype {item.dtype}, expected a floating-point dtype"
     d = case.data

@@ -57,7 +57,7 @@ from plmcourse.grading.core import (
     compare,
     describe,
     expect_array,
-    expect_pair,
+    expect_array_pair,
     first_match,
     to_numpy,
 )
@@ -800,14 +800,10 @@ def _judge_whitening(case, got, expected):
             return (f"your function returned one array of shape {got.shape}, the whitened data (X - mu) @ W; "
                     f"return the pair (mu, W), which whitens any other X the same way")
         return f"your function returned a NumPy array of shape {got.shape}, expected the pair (mu, W)"
-    problem = expect_pair(got, "(mu, W)")
+    problem = expect_array_pair(got, "(mu, W)", ("mu (the first item)", "W (the second item)"))
     if problem:
         return problem
     mu, W = got
-    for item, what in ((mu, "mu (the first item)"), (W, "W (the second item)")):
-        problem = expect_array(item, what)
-        if problem:
-            return problem
     if mu.ndim == 2 and W.shape == (d,):
         return "(W, mu) came back in the wrong order: return mu first, then W (return mu, W)"
     if mu.shape != (d,):
