@@ -31,6 +31,7 @@ import compileall
 import functools
 import json
 import os
+import re
 import resource
 import shutil
 import socket
@@ -195,11 +196,21 @@ def bwrap_command(kernel_argv: list[str], notebook_dir: Path, course_root: Path,
 STUBBED_FOLDERS = ("ref", "nn", "data")
 
 
-def graded_functions() -> set[str]:
-    """The names of the functions the course grades (check_softmax grades `softmax`, ...)."""
+def graded_functions(notebooks=None) -> set[str]:
+    """The names of the functions the course grades (check_softmax grades `softmax`, ...): all of
+    them, or those whose checks the given notebooks call (one assignment's exercises)."""
+    import nbformat  # here, not at the top: the kernel's launcher imports this module too
+
     from plmcourse.grading import _CHECKS
 
-    return {name.removeprefix("check_") for name in _CHECKS}
+    names = {name.removeprefix("check_") for name in _CHECKS}
+    if notebooks is None:
+        return names
+    called = set()
+    for path in notebooks:
+        text = "\n".join(cell.source for cell in nbformat.read(path, as_version=4).cells)
+        called |= set(re.findall(r"\bcheck_(\w+)", text))
+    return names & called
 
 
 def stub_source(source: str, module: str, names: set[str]) -> str:
@@ -226,17 +237,20 @@ def stub_source(source: str, module: str, names: set[str]) -> str:
     return "".join(lines)
 
 
-def grading_package(folder: Path) -> Path:
+def grading_package(folder: Path, names: set[str] | None = None) -> Path:
     """A copy of the plmcourse package under `folder` for the sandbox, in which the course's own
-    versions of the graded functions (in ref/, nn/ and data/) are absent: each raises instead.
+    versions of the functions in `names` (default: every graded function; in ref/, nn/ and
+    data/) are absent: each raises instead.
 
     Mounted over the package inside the sandbox: an answer that calls one, under any name,
     or runs a copy of its code read from the package's files, fails like any wrong answer.
+    An assignment is graded with its own exercises' names only (graded_functions of its
+    notebooks), so that it may build on what earlier notebooks had students write.
     """
     source = Path(plmcourse.__file__).resolve().parent
     target = Path(folder) / "plmcourse"
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    names = graded_functions()
+    names = graded_functions() if names is None else names
     for sub in STUBBED_FOLDERS:
         for path in sorted((target / sub).glob("*.py")):
             text = path.read_text(encoding="utf-8")

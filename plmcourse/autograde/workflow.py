@@ -399,7 +399,7 @@ def autograde(course: Path, assignment: str, use_sandbox: bool = True,
     with contextlib.ExitStack() as stack:
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="plmcourse-grading-")))
         judge = stack.enter_context(Judge(scratch / "judge", course))
-        envs = _kernel_envs(scratch, course, memory, jobs, use_sandbox, judge)
+        envs = _kernel_envs(scratch, course, assignment, memory, jobs, use_sandbox, judge)
 
         def grade(group, env):
             return run_nbgrader(course, "autograde", assignment, "--force", *_only(students, group), env=env)
@@ -449,9 +449,13 @@ def _only(students: list[str], group: list[str]) -> list[str]:
     return [f"--CourseDirectory.student_id_exclude={','.join(others)}"] if others else []
 
 
-def _kernel_envs(scratch: Path, course: Path, memory: int, jobs: int, use_sandbox: bool, judge: Judge):
+def _kernel_envs(scratch: Path, course: Path, assignment: str, memory: int, jobs: int, use_sandbox: bool,
+                 judge: Judge):
     """For each of `jobs` nbgrader processes, an environment whose kernels start through the
     course's launcher (sandboxed unless use_sandbox=False) and connect to the judge.
+
+    The sandbox's package lacks the course's own versions of this assignment's graded
+    functions (sandbox.grading_package); those of other assignments stay usable.
 
     Each process gets its own directory for the kernels' sockets, so that two processes
     never pick the same socket names at the same moment.
@@ -462,7 +466,8 @@ def _kernel_envs(scratch: Path, course: Path, memory: int, jobs: int, use_sandbo
             raise RuntimeError(f"cannot autograde in the sandbox: {why_not}; install it, or pass "
                                f"--no-sandbox to grade without isolation")
     kernels = scratch / "jupyter"
-    package = sandbox.grading_package(scratch / "package") if use_sandbox else None
+    graded = sandbox.graded_functions(sorted((course / "source" / assignment).glob("*.ipynb")))
+    package = sandbox.grading_package(scratch / "package", graded) if use_sandbox else None
     sandbox.install_kernelspec(kernels, course, memory, use_sandbox=use_sandbox, package=package)
     path = os.pathsep.join([str(kernels), os.environ.get("JUPYTER_PATH", "")]).rstrip(os.pathsep)
     envs = []

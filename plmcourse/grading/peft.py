@@ -32,9 +32,8 @@ check_attention_with_prefix compares output and weights with plmcourse.ref.atten
 mask; a random mask of the scores' shape with queries that may see none of their own keys
 (they still see the prefix, so their weights are not zero); a (B, 1, L_q, L_k) mask; P = 1
 to 6 (P equal to L_k, and P above it), L_q != L_k, d_v != d_k, B = 1, H = 1 and float32
-input. (Locally plmcourse.ref.scaled_dot_product_attention may be called; when graded the
-sandbox stubs it, as notebook 03's exercise, so the notebook asks for it written out.) The course's own prefix
-attention may not.
+input. plmcourse.ref.scaled_dot_product_attention (notebook 03's) may be called, locally and
+when graded; the course's own prefix attention may not.
 
 check_count_trainable_parameters builds its models from plain descriptions (the same
 builder on both sides): an MLP, a frozen encoder under a trainable head, tied input and

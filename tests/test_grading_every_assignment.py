@@ -1,0 +1,45 @@
+"""Every assignment, really graded: the instructor's solutions, handed in as a student would,
+get full marks through `plmcourse grade all` (nbgrader, the sandbox, the judge).
+
+The unit tests of each check hold the solution against the check in one process; only this
+shows that the sandbox's package (which lacks the course's own versions of the assignment's
+graded functions) leaves everything an honest notebook uses, in every assignment.
+"""
+
+import shutil
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from conftest import COURSE
+from plmcourse.autograde import sandbox
+from plmcourse.release import nbgrader_env, solved_release
+
+ASSIGNMENTS = sorted(p.name for p in (COURSE / "source").iterdir()
+                     if sandbox.graded_functions(sorted(p.glob("*.ipynb"))))
+
+
+@pytest.mark.nbgrader
+@pytest.mark.skipif(sandbox.available() is not None, reason=str(sandbox.available()))
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_the_solved_notebook_gets_full_marks(assignment, tmp_path):
+    course = tmp_path / "course"
+    course.mkdir()
+    shutil.copy(COURSE / "nbgrader_config.py", course)
+    shutil.copytree(COURSE / "source" / assignment, course / "source" / assignment)
+    subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", assignment, "--force"],
+                   cwd=course, env=nbgrader_env(), check=True, capture_output=True)
+    export = tmp_path / "export"
+    export.mkdir()
+    nbformat.write(solved_release(COURSE, assignment), export / f"honest_{assignment}.ipynb")
+    done = subprocess.run([sys.executable, "-m", "plmcourse", "grade", "all", assignment, str(export),
+                           "--course", str(course)], capture_output=True, text=True, env=nbgrader_env(),
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        submission = gradebook.find_submission(assignment, "honest")
+        assert submission.score == submission.max_score > 0, done.stdout
