@@ -74,3 +74,18 @@ from plmcourse.data.similarity import (  # noqa: E402
 
 __all__ += ["sts_pairs", "sts_retrieval", "review_similarity_pairs", "review_nli_triples", "review_retrieval",
             "review_sentences", "SimilarityPair", "Retrieval", "REVIEW_KINDS", "STS_KINDS"]
+
+# In-context learning: few-shot prompts, maps only the context can solve, repeated tokens
+# (notebook 11, see plmcourse/data/icl.py).
+from plmcourse.data.icl import (  # noqa: E402
+    ICL_VOCAB,
+    LABELS,
+    SYMBOLS,
+    k_shot_prompt,
+    mapping_episode,
+    mapping_sequences,
+    repeated_sequences,
+)
+
+__all__ += ["k_shot_prompt", "mapping_episode", "mapping_sequences", "repeated_sequences", "ICL_VOCAB", "LABELS",
+            "SYMBOLS"]

@@ -2,6 +2,7 @@
 
 from plmcourse.nn.attention import (
     MultiHeadAttention,
+    ablate_heads,
     causal_mask,
     merge_heads,
     padding_mask,
@@ -28,6 +29,7 @@ __all__ = [
     "split_heads",
     "merge_heads",
     "MultiHeadAttention",
+    "ablate_heads",
     "FeedForward",
     "TransformerBlock",
     "sinusoidal_positions",

@@ -12,6 +12,7 @@ the forward pass and in the gradients.
 Nothing here assumes CUDA: every tensor is created on the device of the inputs.
 """
 
+import contextlib
 import math
 
 import torch
@@ -26,6 +27,7 @@ __all__ = [
     "split_heads",
     "merge_heads",
     "MultiHeadAttention",
+    "ablate_heads",
 ]
 
 
@@ -258,3 +260,45 @@ class MultiHeadAttention(nn.Module):
             allowed = mask.new_ones(*mask.shape[:-1], n_prefix)  # (..., L_q, P)
             mask = torch.cat([allowed, mask], dim=-1)  # (..., L_q, P + L_k)
         return k, v, mask
+
+
+# ----------------------------------------------------------------------------
+# Ablating heads: what does the model do without them?
+
+
+@contextlib.contextmanager
+def ablate_heads(model, heads):
+    """Inside the `with`, the outputs of the given heads are zero; the model is unchanged after.
+
+    model: any module whose blocks' self-attention is a MultiHeadAttention named `self_attn`
+        (GPT, Bert, the transformer blocks); layer i is the i-th such module.
+    heads: pairs (layer, head), e.g. [(1, 3)].
+
+    A hook on each output projection zeroes the head's slice of the merged heads
+    (B, T, n_heads * head_dim) before it is projected: the head reads and attends as
+    before, but what it writes into the residual stream is gone. No copy of the model is
+    made, and the fused and explicit attention paths are ablated alike.
+    """
+    layers = [m for name, m in model.named_modules() if name.split(".")[-1] == "self_attn"]
+    by_layer = {}
+    for layer, head in heads:
+        if not 0 <= layer < len(layers) or not 0 <= head < layers[layer].n_heads:
+            raise ValueError(f"no head {head} in layer {layer}: the model has {len(layers)} layers "
+                             f"of {layers[0].n_heads if layers else 0} heads.")
+        by_layer.setdefault(layer, []).append(head)
+
+    def hook_for(attention, dropped):
+        def zero_heads(module, args):
+            merged = args[0].unflatten(-1, (attention.n_heads, attention.head_dim))  # (B, T, nh, hs)
+            keep = torch.ones(attention.n_heads, 1, dtype=merged.dtype, device=merged.device)
+            keep[dropped] = 0.0
+            return ((merged * keep).flatten(-2),)  # (B, T, nh * hs)
+        return zero_heads
+
+    handles = [layers[layer].out_proj.register_forward_pre_hook(hook_for(layers[layer], dropped))
+               for layer, dropped in by_layer.items()]
+    try:
+        yield model
+    finally:
+        for handle in handles:
+            handle.remove()

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from plmcourse.nn.attention import causal_mask
-from plmcourse.nn.transformer import LearnedPositionEmbedding, TransformerBlock
+from plmcourse.nn.transformer import LearnedPositionEmbedding, SinusoidalPositionEmbedding, TransformerBlock
 
 __all__ = [
     "BertConfig",
@@ -85,9 +85,12 @@ class GPTConfig:
     final_norm: bool = True
     tie_embeddings: bool = True
     init_std: float = 0.02  # see _init_weights
+    positions: str = "learned"  # or "sinusoidal" (fixed: a shift by one is the same map everywhere)
 
     def __post_init__(self):
-        self.d_ff = 4 * self.d_model if self.d_ff is None else self.d_ff
+        self.d_ff = 4 * self.d_model if self.d_ff is None else self.d_ff  # 0: attention-only blocks
+        if self.positions not in ("learned", "sinusoidal"):
+            raise ValueError(f'positions must be "learned" or "sinusoidal", got {self.positions!r}.')
 
 
 @dataclass
@@ -284,7 +287,8 @@ class GPT(nn.Module):
         super().__init__()
         self.config = config
         self.token = nn.Embedding(config.vocab_size, config.d_model)
-        self.position = LearnedPositionEmbedding(config.max_len, config.d_model)
+        positions = LearnedPositionEmbedding if config.positions == "learned" else SinusoidalPositionEmbedding
+        self.position = positions(config.max_len, config.d_model)
         self.dropout = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(
             TransformerBlock(config.d_model, config.n_heads, config.d_ff, config.dropout,
@@ -295,14 +299,28 @@ class GPT(nn.Module):
         self.lm_head = None if config.tie_embeddings else nn.Linear(config.d_model, config.vocab_size, bias=False)
         _initialise(self, config.init_std)
 
-    def hidden_states(self, ids):
-        """ids (B, T) -> (B, T, d_model); position t has seen ids[:, :t + 1] only."""
+    def hidden_states(self, ids, return_weights=False):
+        """ids (B, T) -> (B, T, d_model); position t has seen ids[:, :t + 1] only.
+
+        With return_weights=True also a list of n_layers attention maps (B, n_heads, T, T),
+        rows are queries (computed by the explicit attention, as in notebook 03).
+        """
         T = ids.shape[1]
         x = self.dropout(self.position(self.token(ids)))
         mask = causal_mask(T, device=ids.device)  # (T, T): query t may attend to keys 0..t
+        weights = []
         for block in self.blocks:
-            x = block(x, mask=mask)
-        return self.norm(x) if self.norm is not None else x
+            if return_weights:
+                x, w = block(x, mask=mask, return_weights=True)
+                weights.append(w)
+            else:
+                x = block(x, mask=mask)
+        x = self.norm(x) if self.norm is not None else x
+        return (x, weights) if return_weights else x
+
+    def attention_maps(self, ids):
+        """ids (B, T) -> a list of n_layers attention maps (B, n_heads, T, T)."""
+        return self.hidden_states(ids, return_weights=True)[1]
 
     def forward(self, ids):
         """ids (B, T) -> logits (B, T, V): row t scores the token that comes after ids[:, t]."""

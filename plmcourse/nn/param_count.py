@@ -40,8 +40,8 @@ def attention_parameter_count(d_model: int) -> int:
 def block_parameter_count(d_model: int, d_ff: int, cross_attention: bool = False) -> int:
     """One TransformerBlock: self-attention, FFN, two LayerNorms (+ cross-attention and its LayerNorm)."""
     attention = attention_parameter_count(d_model)
-    ffn = d_model * d_ff + d_ff + d_ff * d_model + d_model
-    norms = 2 * (2 * d_model)
+    ffn = d_model * d_ff + d_ff + d_ff * d_model + d_model if d_ff else 0  # d_ff=0: attention only
+    norms = (2 if d_ff else 1) * (2 * d_model)
     extra = attention + 2 * d_model if cross_attention else 0
     return attention + ffn + norms + extra
 
@@ -71,7 +71,8 @@ def bert_parameter_count(config: BertConfig, heads: bool = False) -> int:
 def gpt_parameter_count(config: GPTConfig) -> int:
     """GPTConfig -> count of `GPT`: embeddings, blocks, final LayerNorm, untied output layer if any."""
     V, H = config.vocab_size, config.d_model
-    total = V * H + config.max_len * H + config.n_layers * block_parameter_count(H, config.d_ff)
+    positions = config.max_len * H if config.positions == "learned" else 0  # sinusoidal: nothing learned
+    total = V * H + positions + config.n_layers * block_parameter_count(H, config.d_ff)
     if config.final_norm:
         total += 2 * H
     if not config.tie_embeddings:

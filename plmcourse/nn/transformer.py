@@ -85,8 +85,10 @@ class TransformerBlock(nn.Module):
         else:
             self.cross_attn = None
             self.norm_cross = None
-        self.ff = FeedForward(d_model, d_ff, dropout=dropout, activation=activation, bias=bias)
-        self.norm2 = nn.LayerNorm(d_model, eps=norm_eps, bias=bias)
+        # d_ff=0: no feed-forward sub-layer at all, an attention-only block (notebook 11's
+        # induction heads: with nothing but attention, every computation is a head's).
+        self.ff = FeedForward(d_model, d_ff, dropout=dropout, activation=activation, bias=bias) if d_ff else None
+        self.norm2 = nn.LayerNorm(d_model, eps=norm_eps, bias=bias) if d_ff else None
         # Dropout on each sub-layer's output, before it is added to the residual stream.
         self.dropout = nn.Dropout(dropout)
 
@@ -115,7 +117,8 @@ class TransformerBlock(nn.Module):
         x = self._sublayer(x, self.norm1, self_attention)
         if self.cross_attn is not None:
             x = self._sublayer(x, self.norm_cross, lambda h: self.cross_attn(h, context=context, mask=context_mask))
-        x = self._sublayer(x, self.norm2, self.ff)
+        if self.ff is not None:
+            x = self._sublayer(x, self.norm2, self.ff)
         return (x, weights) if return_weights else x  # (B, T, d_model)
 
     def _sublayer(self, x, norm, layer):

@@ -108,3 +108,8 @@ __all__ += ["mean_pool", "max_pool", "cosine_matrix", "anisotropy", "whitening",
 from plmcourse.ref.peft import attention_with_prefix, lora_forward, lora_merge  # noqa: E402
 
 __all__ += ["attention_with_prefix", "lora_forward", "lora_merge"]
+
+# In-context learning: what a head looks at (notebook 11).
+from plmcourse.ref.icl import induction_score, latest_earlier_occurrence, previous_token_score  # noqa: E402
+
+__all__ += ["induction_score", "previous_token_score", "latest_earlier_occurrence"]
