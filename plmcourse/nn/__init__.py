@@ -116,3 +116,21 @@ from plmcourse.nn import peft  # noqa: E402
 from plmcourse.nn.peft import LoRALinear, count_trainable_parameters  # noqa: E402
 
 __all__ += ["peft", "LoRALinear", "count_trainable_parameters"]
+
+# Smaller and faster (notebook 12): distillation, int8 quantization.
+from plmcourse.nn.distillation import distillation_loss, student_from_teacher  # noqa: E402
+from plmcourse.nn.quantization import (  # noqa: E402
+    QuantizedLinear,
+    dequantize,
+    model_bytes,
+    quantize_int8,
+    quantize_linears,
+)
+
+__all__ += ["distillation_loss", "student_from_teacher", "quantize_int8", "dequantize", "QuantizedLinear",
+            "quantize_linears", "model_bytes"]
+
+# Pruning (notebook 12): magnitude masks; heads go with ablate_heads.
+from plmcourse.nn.pruning import apply_masks, magnitude_masks, prunable_weights  # noqa: E402
+
+__all__ += ["prunable_weights", "magnitude_masks", "apply_masks"]

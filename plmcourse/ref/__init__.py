@@ -113,3 +113,8 @@ __all__ += ["attention_with_prefix", "lora_forward", "lora_merge"]
 from plmcourse.ref.icl import induction_score, latest_earlier_occurrence, previous_token_score  # noqa: E402
 
 __all__ += ["induction_score", "previous_token_score", "latest_earlier_occurrence"]
+
+# Smaller and faster: distillation's loss and int8 quantization (notebook 12).
+from plmcourse.ref.efficiency import dequantize, distillation_loss, quantize_int8  # noqa: E402
+
+__all__ += ["distillation_loss", "quantize_int8", "dequantize"]

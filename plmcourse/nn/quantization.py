@@ -1,0 +1,79 @@
+"""int8 quantization in PyTorch (notebook 12), with the names of `plmcourse.ref.efficiency`.
+
+    quantize_int8(w, dim=None) -> (q, scale)   symmetric absmax, per tensor or per slice along dim
+    dequantize(q, scale)                       q · scale
+    QuantizedLinear(linear, per_channel=True)  an nn.Linear whose weight is stored as int8
+    quantize_linears(model, per_channel=True)  every nn.Linear of a model replaced, in place
+    model_bytes(model)                         what the parameters and buffers take in memory
+
+Weight-only quantization: the weights are stored in 8 bits (4x smaller than float32) and
+turned back into floating point when used, so the arithmetic is still float; PyTorch's
+dynamic quantization (torch.ao.quantization.quantize_dynamic) also quantizes the
+activations on the fly and multiplies in int8, which is where its speed comes from.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["quantize_int8", "dequantize", "QuantizedLinear", "quantize_linears", "model_bytes"]
+
+
+def quantize_int8(w, dim=None):
+    """scale = absmax / 127 (a 0-d tensor, or per index along `dim` with size 1 on the other
+    axes), q = clamp(round(w / scale), -127, 127) as int8; a zero slice gets scale 0 and q = 0."""
+    if dim is None:
+        absmax = w.abs().amax()
+    else:
+        others = [a for a in range(w.dim()) if a != dim % w.dim()]
+        absmax = w.abs().amax(dim=others, keepdim=True)
+    scale = absmax / 127
+    safe = torch.where(scale == 0, torch.ones_like(scale), scale)  # a zero slice: never 0 / 0
+    q = torch.clamp(torch.round(w / safe), -127, 127).to(torch.int8)
+    return q, scale
+
+
+def dequantize(q, scale):
+    """q (int8) · scale, in scale's floating-point dtype."""
+    return q.to(scale.dtype) * scale
+
+
+class QuantizedLinear(nn.Module):
+    """y = x Wᵀ + b with W kept as int8 and a float scale per output channel (or one in all)."""
+
+    def __init__(self, linear: nn.Linear, per_channel: bool = True):
+        super().__init__()
+        q, scale = quantize_int8(linear.weight.detach(), dim=0 if per_channel else None)
+        self.register_buffer("q", q)  # (out, in) int8: 1 byte per weight
+        self.register_buffer("scale", scale)  # (out, 1) or ()
+        self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+
+    def forward(self, x):
+        return F.linear(x, dequantize(self.q, self.scale), self.bias)
+
+    def extra_repr(self):
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8"
+
+
+def quantize_linears(model, per_channel=True, skip=()):
+    """Replace every nn.Linear of `model` (except those whose name ends with one in `skip`) by a
+    QuantizedLinear, in place; returns the model. Embeddings and LayerNorms stay in float."""
+    for name, module in list(model.named_modules()):
+        for child_name, child in list(module.named_children()):
+            full = f"{name}.{child_name}" if name else child_name
+            if isinstance(child, nn.Linear) and not full.endswith(tuple(skip)):
+                setattr(module, child_name, QuantizedLinear(child, per_channel))
+    return model
+
+
+def model_bytes(model):
+    """Bytes of every parameter and buffer, each shared tensor once."""
+    seen, total = set(), 0
+    for tensor in [*model.parameters(), *model.buffers()]:
+        if tensor.data_ptr() not in seen:
+            seen.add(tensor.data_ptr())
+            total += tensor.numel() * tensor.element_size()
+    return total
