@@ -129,6 +129,15 @@ def test_quantize_int8_agrees_with_torchs_own_quantizer():
     torch.testing.assert_close(q, theirs.int_repr())
 
 
+@pytest.mark.parametrize("dim", [None, 0])
+def test_fake_quantize_at_8_bits_is_quantize_then_dequantize(dim):
+    w = torch.randn(7, 5, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    torch.testing.assert_close(pnn.fake_quantize(w, 8, dim), pnn.dequantize(*pnn.quantize_int8(w, dim)))
+    two = pnn.fake_quantize(w, 2, dim)  # 2 bits: only -s, 0, s with s = absmax
+    scale = w.abs().amax() if dim is None else w.abs().amax(dim=1, keepdim=True)
+    assert torch.all((two == 0) | torch.isclose(two.abs(), scale.expand_as(two)))
+
+
 def test_one_outlier_ruins_the_per_tensor_scale_not_the_per_channel_one():
     gen = torch.Generator().manual_seed(4)
     w = torch.randn(16, 16, generator=gen) * 0.02

@@ -122,13 +122,14 @@ from plmcourse.nn.distillation import distillation_loss, student_from_teacher  #
 from plmcourse.nn.quantization import (  # noqa: E402
     QuantizedLinear,
     dequantize,
+    fake_quantize,
     model_bytes,
     quantize_int8,
     quantize_linears,
 )
 
-__all__ += ["distillation_loss", "student_from_teacher", "quantize_int8", "dequantize", "QuantizedLinear",
-            "quantize_linears", "model_bytes"]
+__all__ += ["distillation_loss", "student_from_teacher", "quantize_int8", "dequantize", "fake_quantize",
+            "QuantizedLinear", "quantize_linears", "model_bytes"]
 
 # Pruning (notebook 12): magnitude masks; heads go with ablate_heads.
 from plmcourse.nn.pruning import apply_masks, magnitude_masks, prunable_weights  # noqa: E402

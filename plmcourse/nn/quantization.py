@@ -2,6 +2,7 @@
 
     quantize_int8(w, dim=None) -> (q, scale)   symmetric absmax, per tensor or per slice along dim
     dequantize(q, scale)                       q · scale
+    fake_quantize(w, bits, dim=None)           round to `bits` bits and read back: the error a format makes
     QuantizedLinear(linear, per_channel=True)  an nn.Linear whose weight is stored as int8
     quantize_linears(model, per_channel=True)  every nn.Linear of a model replaced, in place
     model_bytes(model)                         what the parameters and buffers take in memory
@@ -18,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["quantize_int8", "dequantize", "QuantizedLinear", "quantize_linears", "model_bytes"]
+__all__ = ["quantize_int8", "dequantize", "fake_quantize", "QuantizedLinear", "quantize_linears", "model_bytes"]
 
 
 def quantize_int8(w, dim=None):
@@ -38,6 +39,20 @@ def quantize_int8(w, dim=None):
 def dequantize(q, scale):
     """q (int8) · scale, in scale's floating-point dtype."""
     return q.to(scale.dtype) * scale
+
+
+def fake_quantize(w, bits, dim=None):
+    """w rounded to a symmetric `bits`-bit grid (2^(bits-1) - 1 levels each side of zero, the
+    absmax scale per tensor or per slice along dim, as quantize_int8) and read back as floats."""
+    levels = 2 ** (bits - 1) - 1  # 127 for 8 bits
+    if dim is None:
+        absmax = w.abs().amax()
+    else:
+        others = [a for a in range(w.dim()) if a != dim % w.dim()]
+        absmax = w.abs().amax(dim=others, keepdim=True)
+    scale = absmax / levels
+    safe = torch.where(scale == 0, torch.ones_like(scale), scale)
+    return torch.clamp(torch.round(w / safe), -levels, levels) * scale
 
 
 class QuantizedLinear(nn.Module):
