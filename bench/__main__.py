@@ -7,7 +7,8 @@ JSON files in bench/results/, so results of benchmarks not rerun are kept.
 import sys
 import time
 
-from bench import attention, checkpoints, gpt, grading, minilm, notebooks, peft, report, simcse, threads, word2vec, wordpiece
+from bench import (attention, checkpoints, efficiency, gpt, grading, icl, minilm, notebooks, peft, report, simcse, threads,
+                   word2vec, wordpiece)
 
 BENCHMARKS = {
     "attention": attention.main,
@@ -21,6 +22,8 @@ BENCHMARKS = {
     "checkpoints": checkpoints.main,
     "simcse": simcse.main,
     "peft": peft.main,
+    "icl": icl.main,
+    "efficiency": efficiency.main,
 }
 
 

@@ -116,6 +116,14 @@ def test_quantize_int8_matches_the_reference(device, dim):
     assert (back.cpu() - w).abs().max() <= scale.max().cpu() / 2 + 1e-12  # at most half a step off
 
 
+def test_a_vector_quantized_along_its_only_axis_has_a_scale_per_entry():
+    w = torch.tensor([0.5, -2.0, 0.0], dtype=torch.float64)
+    q, scale = pnn.quantize_int8(w, dim=0)
+    q_ref, scale_ref = ref.quantize_int8(w.numpy(), dim=0)
+    assert scale.shape == (3,) and q.tolist() == [127, -127, 0] == q_ref.tolist()
+    np.testing.assert_allclose(scale.numpy(), scale_ref)
+
+
 @pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor:UserWarning")  # deprecated in torch 2.13, still there
 def test_quantize_int8_agrees_with_torchs_own_quantizer():
     gen = torch.Generator().manual_seed(3)

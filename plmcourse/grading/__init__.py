@@ -60,6 +60,11 @@ _CHECKS = {
     "check_count_trainable_parameters": "peft",
     "check_lora_linear": "peft",
     "check_attention_with_prefix": "peft",
+    "check_k_shot_prompt": "icl",
+    "check_induction_score": "icl",
+    "check_distillation_loss": "efficiency",
+    "check_quantize_int8": "efficiency",
+    "check_dequantize": "efficiency",
 }
 
 __all__ = ["CheckFailed", *_CHECKS]

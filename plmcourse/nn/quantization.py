@@ -29,7 +29,8 @@ def quantize_int8(w, dim=None):
         absmax = w.abs().amax()
     else:
         others = [a for a in range(w.dim()) if a != dim % w.dim()]
-        absmax = w.abs().amax(dim=others, keepdim=True)
+        # amax over no axis would reduce them all: a 1-D w has a scale per entry
+        absmax = w.abs().amax(dim=others, keepdim=True) if others else w.abs()
     scale = absmax / 127
     safe = torch.where(scale == 0, torch.ones_like(scale), scale)  # a zero slice: never 0 / 0
     q = torch.clamp(torch.round(w / safe), -127, 127).to(torch.int8)
@@ -49,7 +50,8 @@ def fake_quantize(w, bits, dim=None):
         absmax = w.abs().amax()
     else:
         others = [a for a in range(w.dim()) if a != dim % w.dim()]
-        absmax = w.abs().amax(dim=others, keepdim=True)
+        # amax over no axis would reduce them all: a 1-D w has a scale per entry
+        absmax = w.abs().amax(dim=others, keepdim=True) if others else w.abs()
     scale = absmax / levels
     safe = torch.where(scale == 0, torch.ones_like(scale), scale)
     return torch.clamp(torch.round(w / safe), -levels, levels) * scale
