@@ -114,15 +114,15 @@ def test_attention_with_prefix_reference_agrees_with_multi_head_attention(mask_k
     B, L, d_model, H, P = 2, 5, 8, 2, 3
     module = pnn.MultiHeadAttention(d_model, H, bias=False, impl="explicit").double()
     with torch.no_grad():
-        for proj in (module.q_proj, module.k_proj, module.out_proj):
-            proj.weight.copy_(torch.eye(d_model))
+        module.qkv_proj.weight[:2 * d_model].copy_(torch.eye(d_model).repeat(2, 1))  # W_q = W_k = I
+        module.out_proj.weight.copy_(torch.eye(d_model))
     x = torch.randn(B, L, d_model, dtype=torch.float64)
     prefix_k, prefix_v = (torch.randn(1, H, P, d_model // H, dtype=torch.float64) for _ in range(2))
     mask = {None: None, "padding": ref.padding_mask([5, 2], L), "causal": ref.causal_mask(L)}[mask_kind]
     output, weights = module(x, mask=None if mask is None else torch.tensor(mask), return_weights=True,
                              prefix=(prefix_k, prefix_v))
     q = split_heads(x, H).numpy()
-    v = split_heads(module.v_proj(x), H).detach().numpy()
+    v = split_heads(module.project(x)[2], H).detach().numpy()
     ours, our_weights = ref.attention_with_prefix(q, q, v, prefix_k[0].numpy(), prefix_v[0].numpy(), mask)
     np.testing.assert_allclose(merge_heads(torch.tensor(ours)).numpy(), output.detach().numpy(), atol=1e-10)
     np.testing.assert_allclose(our_weights, weights.detach().numpy(), atol=1e-12)

@@ -205,24 +205,25 @@ def test_dropout_on_weights():
 
 def torch_mha_like(mha):
     """A torch.nn.MultiheadAttention holding the same weights as our module."""
-    bias = mha.q_proj.bias is not None
-    dtype, device = mha.q_proj.weight.dtype, mha.q_proj.weight.device
+    bias = mha.qkv_proj.bias is not None
+    dtype, device = mha.qkv_proj.weight.dtype, mha.qkv_proj.weight.device
     t = torch.nn.MultiheadAttention(mha.d_model, mha.n_heads, bias=bias, batch_first=True, dtype=dtype, device=device)
     with torch.no_grad():
-        # torch packs the q, k and v projections into one (3 d_model, d_model) matrix
-        t.in_proj_weight.copy_(torch.cat([mha.q_proj.weight, mha.k_proj.weight, mha.v_proj.weight]))
+        # torch packs the q, k and v projections into one (3 d_model, d_model) matrix, as we do
+        t.in_proj_weight.copy_(mha.qkv_proj.weight)
         t.out_proj.weight.copy_(mha.out_proj.weight)
         if bias:
-            t.in_proj_bias.copy_(torch.cat([mha.q_proj.bias, mha.k_proj.bias, mha.v_proj.bias]))
+            t.in_proj_bias.copy_(mha.qkv_proj.bias)
             t.out_proj.bias.copy_(mha.out_proj.bias)
     return t
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("bias", [True, False])
-@pytest.mark.parametrize("cross", [False, True], ids=["self", "cross"])
+@pytest.mark.parametrize("kind", ["self", "causal", "cross"])
 @pytest.mark.parametrize("impl", ["explicit", "fused"])
-def test_multi_head_attention_matches_torch(device, bias, cross, impl):
+def test_multi_head_attention_matches_torch(device, bias, kind, impl):
+    """self: a causal mask tensor; causal: is_causal=True and no tensor; cross: padded context."""
     dtype = torch.float64 if device == "cpu" else torch.float32
     tol = TOL[dtype] if dtype == torch.float64 else 1e-4
     torch.manual_seed(0)
@@ -230,7 +231,8 @@ def test_multi_head_attention_matches_torch(device, bias, cross, impl):
     mha = pnn.MultiHeadAttention(d, n_heads, bias=bias, impl=impl).to(device, dtype)
     t = torch_mha_like(mha)
     x = torch.randn(2, L, d, dtype=dtype, device=device, requires_grad=True)
-    if cross:
+    is_causal = kind == "causal"
+    if kind == "cross":
         context = torch.randn(2, S, d, dtype=dtype, device=device, requires_grad=True)
         mask = pnn.padding_mask(torch.tensor([4, 6], device=device), S)  # (B, 1, 1, S)
         kw = dict(key_padding_mask=~mask[:, 0, 0])  # torch: True = ignore
@@ -241,9 +243,11 @@ def test_multi_head_attention_matches_torch(device, bias, cross, impl):
         kw = dict(attn_mask=~mask)  # torch: True = NOT allowed
         inputs = (x,)
     kv = x if context is None else context
+    if is_causal:
+        mask = None  # the module builds (or, fused, never builds) the causal mask itself
 
-    out = mha(x, context=context, mask=mask)
-    out_w, weights = mha(x, context=context, mask=mask, return_weights=True)
+    out = mha(x, context=context, mask=mask, is_causal=is_causal)
+    out_w, weights = mha(x, context=context, mask=mask, is_causal=is_causal, return_weights=True)
     out_t, weights_t = t(x, kv, kv, need_weights=True, average_attn_weights=False, **kw)
     torch.testing.assert_close(out, out_t, rtol=tol, atol=tol)
     torch.testing.assert_close(out_w, out_t, rtol=tol, atol=tol)
@@ -257,16 +261,10 @@ def test_multi_head_attention_matches_torch(device, bias, cross, impl):
         torch.testing.assert_close(g, g_t, rtol=tol, atol=tol)
     grad = dict(zip(ours, grads[len(inputs):]))
     grad_t = dict(zip(dict(t.named_parameters()), grads_t[len(inputs):]))
-    torch.testing.assert_close(
-        torch.cat([grad["q_proj.weight"], grad["k_proj.weight"], grad["v_proj.weight"]]),
-        grad_t["in_proj_weight"], rtol=tol, atol=tol,
-    )
+    torch.testing.assert_close(grad["qkv_proj.weight"], grad_t["in_proj_weight"], rtol=tol, atol=tol)
     torch.testing.assert_close(grad["out_proj.weight"], grad_t["out_proj.weight"], rtol=tol, atol=tol)
     if bias:
-        torch.testing.assert_close(
-            torch.cat([grad["q_proj.bias"], grad["k_proj.bias"], grad["v_proj.bias"]]),
-            grad_t["in_proj_bias"], rtol=tol, atol=tol,
-        )
+        torch.testing.assert_close(grad["qkv_proj.bias"], grad_t["in_proj_bias"], rtol=tol, atol=tol)
         torch.testing.assert_close(grad["out_proj.bias"], grad_t["out_proj.bias"], rtol=tol, atol=tol)
 
 
@@ -282,15 +280,17 @@ def test_multi_head_attention_matches_ref_float64(cross):
     with torch.no_grad():
         out, w = mha(x, context=context, mask=mask, return_weights=True)
     # nn.Linear computes x @ W^T, the reference x @ w: so w = W^T
-    ws = [m.weight.detach().T.numpy() for m in (mha.q_proj, mha.k_proj, mha.v_proj, mha.out_proj)]
+    w_q, w_k, w_v = mha.qkv_proj.weight.detach().split(d)  # the three (d, d) thirds
+    ws = [w.T.numpy() for w in (w_q, w_k, w_v, mha.out_proj.weight.detach())]
     out_ref, w_ref = ref.multi_head_attention(x.numpy(), kv.numpy(), *ws, n_heads, mask.numpy())
     np.testing.assert_allclose(out.numpy(), out_ref, rtol=0, atol=1e-10)
     np.testing.assert_allclose(w.numpy(), w_ref, rtol=0, atol=1e-10)
 
 
+@pytest.mark.parametrize("is_causal", [False, True])
 @pytest.mark.parametrize("prefix_batch", [1, 2])
 @pytest.mark.parametrize("impl", ["explicit", "fused"])
-def test_prefix_equals_concatenated_keys_and_values(prefix_batch, impl):
+def test_prefix_equals_concatenated_keys_and_values(prefix_batch, impl, is_causal):
     torch.manual_seed(2)
     d, n_heads, L, P = 8, 2, 4, 3
     hs = d // n_heads
@@ -299,13 +299,15 @@ def test_prefix_equals_concatenated_keys_and_values(prefix_batch, impl):
     prefix_k = torch.randn(prefix_batch, n_heads, P, hs, dtype=torch.float64)
     prefix_v = torch.randn(prefix_batch, n_heads, P, hs, dtype=torch.float64)
     mask = pnn.causal_mask(L)
-    out = mha(x, mask=mask, prefix=(prefix_k, prefix_v))
-    out_w, w = mha(x, mask=mask, prefix=(prefix_k, prefix_v), return_weights=True)
+    given = dict(mask=None, is_causal=True) if is_causal else dict(mask=mask)  # the same causal rule
+    out = mha(x, prefix=(prefix_k, prefix_v), **given)
+    out_w, w = mha(x, prefix=(prefix_k, prefix_v), return_weights=True, **given)
 
     # by hand: project, put the prefix in front, let every query see it
-    q = pnn.split_heads(mha.q_proj(x), n_heads)
-    k = torch.cat([prefix_k.expand(2, -1, -1, -1), pnn.split_heads(mha.k_proj(x), n_heads)], dim=2)
-    v = torch.cat([prefix_v.expand(2, -1, -1, -1), pnn.split_heads(mha.v_proj(x), n_heads)], dim=2)
+    q_x, k_x, v_x = mha.qkv_proj(x).split(d, dim=-1)
+    q = pnn.split_heads(q_x, n_heads)
+    k = torch.cat([prefix_k.expand(2, -1, -1, -1), pnn.split_heads(k_x, n_heads)], dim=2)
+    v = torch.cat([prefix_v.expand(2, -1, -1, -1), pnn.split_heads(v_x, n_heads)], dim=2)
     full_mask = torch.cat([torch.ones(L, P, dtype=torch.bool), mask], dim=-1)  # (L, P + L)
     y, w_hand = pnn.scaled_dot_product_attention(q, k, v, full_mask)
     expected = mha.out_proj(pnn.merge_heads(y))
@@ -316,6 +318,40 @@ def test_prefix_equals_concatenated_keys_and_values(prefix_batch, impl):
     torch.testing.assert_close(w, w_hand, rtol=1e-10, atol=1e-10)
     assert torch.all(w[..., 0, :P] > 0)  # even the first query attends to the prefix
     assert not torch.allclose(out, mha(x, mask=mask))  # and it matters
+
+
+def test_checkpoint_with_separate_q_k_v_loads_into_the_fused_projection():
+    """Older checkpoints (and BERT's own, renamed) hold q_proj, k_proj, v_proj: they are stacked."""
+    torch.manual_seed(3)
+    d = 8
+    mha = pnn.MultiHeadAttention(d, 2).double()
+    w_q, w_k, w_v = (torch.randn(d, d, dtype=torch.float64) for _ in range(3))
+    b_q, b_k, b_v = (torch.randn(d, dtype=torch.float64) for _ in range(3))
+    old = {"q_proj.weight": w_q, "k_proj.weight": w_k, "v_proj.weight": w_v,
+           "q_proj.bias": b_q, "k_proj.bias": b_k, "v_proj.bias": b_v,
+           "out_proj.weight": mha.out_proj.weight.detach().clone(), "out_proj.bias": mha.out_proj.bias.detach().clone()}
+    mha.load_state_dict(old)  # strict: nothing missing, nothing left over
+    assert set(mha.state_dict()) == {"qkv_proj.weight", "qkv_proj.bias", "out_proj.weight", "out_proj.bias"}
+    x = torch.randn(2, 3, d, dtype=torch.float64)
+    q, k, v = mha.project(x)
+    torch.testing.assert_close(q, x @ w_q.T + b_q)  # W_q is the first third, then W_k, then W_v
+    torch.testing.assert_close(k, x @ w_k.T + b_k)
+    torch.testing.assert_close(v, x @ w_v.T + b_v)
+
+
+@pytest.mark.parametrize("impl", ["explicit", "fused"])
+def test_is_causal_equals_the_causal_mask_also_for_more_keys_than_queries(impl):
+    """torch's rule for L_q != L_k: query i sees keys 0..i (top-left), in both paths."""
+    torch.manual_seed(4)
+    q, k, v = torch.randn(2, 3, 4, dtype=torch.float64), torch.randn(2, 5, 4, dtype=torch.float64), torch.randn(2, 5, 4, dtype=torch.float64)
+    out, _ = pnn.scaled_dot_product_attention(q, k, v, is_causal=True, impl=impl)
+    mask = torch.ones(3, 5, dtype=torch.bool).tril()
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+    padding = torch.tensor([[True] * 5, [True, True, False, False, False]])[:, None, :]  # (B, 1, L_k)
+    out, _ = pnn.scaled_dot_product_attention(q, k, v, mask=padding, is_causal=True, impl=impl)
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask & padding)
+    torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
 
 
 def test_prefix_extends_a_mask_that_broadcasts_over_keys_and_checks_shapes():

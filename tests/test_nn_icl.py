@@ -173,11 +173,11 @@ def test_ablating_a_head_is_zeroing_its_values_and_is_undone_after(device):
     before = model(ids)
     # The same ablation by surgery on a copy: head 2 of layer 1 gets zero values (so it writes zero).
     surgery = copy.deepcopy(model)
-    v = surgery.blocks[1].self_attn.v_proj
-    hs = surgery.blocks[1].self_attn.head_dim
-    with torch.no_grad():
-        v.weight[2 * hs:3 * hs] = 0.0
-        v.bias[2 * hs:3 * hs] = 0.0
+    qkv = surgery.blocks[1].self_attn.qkv_proj
+    d, hs = surgery.blocks[1].self_attn.d_model, surgery.blocks[1].self_attn.head_dim
+    with torch.no_grad():  # the value rows of head 2: in the last third, W_v
+        qkv.weight[2 * d + 2 * hs:2 * d + 3 * hs] = 0.0
+        qkv.bias[2 * d + 2 * hs:2 * d + 3 * hs] = 0.0
     with pnn.ablate_heads(model, [(1, 2)]):
         torch.testing.assert_close(model(ids), surgery(ids))
         model.blocks[1].self_attn.impl = "explicit"  # both attention paths are ablated

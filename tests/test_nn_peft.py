@@ -75,9 +75,10 @@ def test_multi_head_attention_prefix_hook_matches_the_reference(device):
     d, H, P = 8, 2, 3
     mha = pnn.MultiHeadAttention(d, H).to(device, torch.float64)
     with torch.no_grad():
-        for proj in (mha.q_proj, mha.k_proj, mha.v_proj, mha.out_proj):
-            proj.weight.copy_(torch.eye(d))
-            proj.bias.zero_()
+        mha.qkv_proj.weight.copy_(torch.eye(d).repeat(3, 1))  # W_q = W_k = W_v = I
+        mha.out_proj.weight.copy_(torch.eye(d))
+        mha.qkv_proj.bias.zero_()
+        mha.out_proj.bias.zero_()
     rng = np.random.default_rng(1)
     x = rng.standard_normal((2, 5, d))
     pk, pv = rng.standard_normal((H, P, d // H)), rng.standard_normal((H, P, d // H))
@@ -180,13 +181,14 @@ def test_add_lora_wraps_only_the_targets_and_merge_lora_restores_a_plain_model(d
     base_total = peft.count_trainable_parameters(model)[1]
     peft.freeze(model.bert)
     names = peft.add_lora(model.bert, targets=("q_proj", "v_proj"), r=2, alpha=4)
-    assert names == [f"blocks.{i}.self_attn.{p}" for i in range(2) for p in ("q_proj", "v_proj")]
+    assert names == [f"blocks.{i}.self_attn.qkv_proj" for i in range(2)]
+    assert all(model.bert.blocks[i].self_attn.qkv_proj.parts == ("q", "v") for i in range(2))
     torch.testing.assert_close(model(ids, attention_mask=mask), before, atol=0, rtol=0)
-    # 4 wrapped 16 x 16 layers, r = 2: 4 * 2 * (16 + 16); plus the head (16 * 3 + 3).
+    # q and v of 2 layers, each 16 x 16, r = 2: 4 * 2 * (16 + 16); plus the head (16 * 3 + 3).
     assert peft.count_trainable_parameters(model) == (4 * 2 * 32 + 51, base_total + 4 * 2 * 32)
     with torch.no_grad():
         for m in model.modules():
-            if isinstance(m, pnn.LoRALinear):
+            if isinstance(m, (pnn.LoRALinear, peft.QKVLoRA)):
                 m.B.normal_()
     adapted = model(ids, attention_mask=mask)
     assert not torch.allclose(adapted, before)
@@ -317,3 +319,53 @@ def test_one_cpu_thread_restores_the_setting_even_after_an_error():
             assert torch.get_num_threads() == 1
             raise RuntimeError
     assert torch.get_num_threads() == threads
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("parts", [("q", "v"), ("k",), ("q", "k", "v")])
+def test_qkv_lora_is_lora_on_separate_projections(device, parts):
+    """QKVLoRA on a fused qkv_proj = a LoRALinear on each chosen third, the others untouched."""
+    torch.manual_seed(0)
+    d, d_in, r, alpha = 6, 5, 2, 3.0
+    base = torch.nn.Linear(d_in, 3 * d).to(device, torch.float64)
+    layer = peft.QKVLoRA(base, parts, r=r, alpha=alpha)
+    assert layer.A.shape == (len(parts), r, d_in) and layer.B.shape == (len(parts), d, r)
+    x = torch.randn(4, d_in, dtype=torch.float64, device=device)
+    torch.testing.assert_close(layer(x), base(x), atol=0, rtol=0)  # B = 0: the base layer at first
+    with torch.no_grad():
+        layer.B.normal_()
+    out = layer(x).split(d, dim=-1)
+    for third, (name, w, b) in enumerate(zip("qkv", base.weight.split(d), base.bias.split(d))):
+        separate = torch.nn.Linear(d_in, d).to(device, torch.float64)
+        with torch.no_grad():
+            separate.weight.copy_(w)
+            separate.bias.copy_(b)
+        expected = separate(x)
+        if name in parts:
+            lora = pnn.LoRALinear(separate, r=r, alpha=alpha)
+            i = parts.index(name)
+            with torch.no_grad():
+                lora.A.copy_(layer.A[i])
+                lora.B.copy_(layer.B[i])
+            expected = lora(x)
+        torch.testing.assert_close(out[third], expected, atol=1e-12, rtol=0)
+    merged = layer.merge()
+    torch.testing.assert_close(merged(x), layer(x), atol=1e-12, rtol=0)
+    assert not any(p.requires_grad for p in layer.base.parameters())
+    with pytest.raises(ValueError, match="parts"):
+        peft.QKVLoRA(base, ("q", "q"))
+
+
+def test_lora_reaches_cross_attention_through_the_fused_weight():
+    """A Bart's cross-attention slices qkv_proj.weight: under LoRA that is the adapted weight."""
+    torch.manual_seed(1)
+    model = pnn.Bart(pnn.BartConfig(vocab_size=20, d_model=16, n_heads=2, dropout=0.0)).double().eval()
+    src, tgt = torch.randint(0, 20, (2, 5)), torch.randint(0, 20, (2, 4))
+    peft.add_lora(model, targets=("q_proj", "v_proj"), r=2, alpha=4)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, peft.QKVLoRA):
+                m.B.normal_()
+        adapted = model(src, tgt)
+        merged = peft.merge_lora(model)(src, tgt)
+    torch.testing.assert_close(adapted, merged, atol=1e-10, rtol=0)

@@ -63,8 +63,8 @@ def copy_into_torch_layer(block, layer):
     """Copy our block's weights into a torch.nn.TransformerEncoderLayer."""
     attn = block.self_attn
     with torch.no_grad():
-        layer.self_attn.in_proj_weight.copy_(torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]))
-        layer.self_attn.in_proj_bias.copy_(torch.cat([attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias]))
+        layer.self_attn.in_proj_weight.copy_(attn.qkv_proj.weight)  # both: W_q, W_k, W_v stacked
+        layer.self_attn.in_proj_bias.copy_(attn.qkv_proj.bias)
         layer.self_attn.out_proj.weight.copy_(attn.out_proj.weight)
         layer.self_attn.out_proj.bias.copy_(attn.out_proj.bias)
         for ours, theirs in [

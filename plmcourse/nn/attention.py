@@ -72,11 +72,13 @@ def _check_inputs(q, k, v, mask):
         ) from None
 
 
-def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0, impl="explicit"):
+def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0, impl="explicit", is_causal=False):
     """softmax(q k^T / sqrt(d_k)) v, with an optional bool mask and dropout on the weights.
 
     q: (..., L_q, d_k)   k: (..., L_k, d_k)   v: (..., L_k, d_v)
     mask: bool, broadcastable to (..., L_q, L_k), True where query i may attend to key j.
+    is_causal: query i may also attend only to keys 0..i (as torch's `is_causal`). The fused
+        kernel then never builds a mask at all; with a mask as well, the two are combined.
     dropout_p: dropout on the attention weights; callers pass
         `dropout_p if self.training else 0.0`, since this function has no train/eval mode.
     impl: "explicit" computes every step below (and can return the weights);
@@ -89,8 +91,11 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0, impl="explic
     if impl not in ("explicit", "fused"):
         raise ValueError(f'impl must be "explicit" or "fused", got {impl!r}.')
     _check_inputs(q, k, v, mask)
+    if is_causal and (mask is not None or impl == "explicit"):
+        causal = causal_mask(q.shape[-2], k.shape[-2], device=q.device)  # (L_q, L_k)
+        mask, is_causal = causal if mask is None else mask & causal, False
     if impl == "fused":
-        return _fused_attention(q, k, v, mask, dropout_p), None
+        return _fused_attention(q, k, v, mask, dropout_p, is_causal), None
 
     d_k = q.shape[-1]
     # Dividing by sqrt(d_k) keeps the scores' variance near 1 whatever d_k is. Scaling q
@@ -98,42 +103,32 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0, impl="explic
     scores = (q * (1.0 / math.sqrt(d_k))) @ k.transpose(-2, -1)  # (..., L_q, L_k)
     if mask is not None:
         # The most negative float rather than -inf: exp() of it is exactly 0, and a row
-        # with no allowed key becomes a uniform softmax instead of 0/0 = NaN.
+        # with no allowed key becomes a uniform softmax instead of 0/0 = NaN ...
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     weights = torch.softmax(scores, dim=-1)  # (..., L_q, L_k)
     if mask is not None:
-        weights = _zero_rows_without_keys(weights, mask)
+        # ... which we then set to zero: a query with no key to attend to reads nothing.
+        weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p)
     output = weights @ v  # (..., L_q, d_v)
     return output, weights
 
 
-def _zero_rows_without_keys(weights, mask):
-    """Zero the rows of queries that may attend to no key (the course's rule: zeros, not NaN)."""
-    has_key = mask.any(dim=-1, keepdim=True)  # (..., L_q, 1)
-    if bool(has_key.all()):  # the usual case (causal masks, padded keys): nothing to do
-        return weights
-    return weights.masked_fill(~has_key, 0.0)
-
-
-def _fused_attention(q, k, v, mask, dropout_p):
+def _fused_attention(q, k, v, mask, dropout_p, is_causal):
     """F.scaled_dot_product_attention, made safe for queries that may attend to nothing.
 
     torch 2.13's CPU kernels and its math kernel already return zeros for a fully
     masked row, but not every kernel has (CUDA's memory-efficient kernel returned
     NaN for such rows in earlier releases). So we do not rely on it: such a row
     is opened to every key, which gives any kernel an ordinary softmax, and its
-    output is set to zero afterwards. This costs a few cheap passes over the mask,
-    small next to attention itself, and is skipped when every query has a key.
+    output is set to zero afterwards. A few cheap passes over the mask, and no
+    `if` on its values: that would make the CPU wait for the GPU in every layer.
     """
-    if mask is None:
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
+    if mask is None:  # no mask, or only the causal one: the kernel knows that shape itself
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=is_causal)
     has_key = mask.any(dim=-1, keepdim=True)  # (..., L_q, 1): may this query attend anywhere?
-    if bool(has_key.all()):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
-    safe_mask = mask | ~has_key  # fully masked rows become fully open
-    output = F.scaled_dot_product_attention(q, k, v, attn_mask=safe_mask, dropout_p=dropout_p)
+    output = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~has_key, dropout_p=dropout_p)
     # torch.where, not a product: its gradient to the discarded rows is exactly 0.
     return torch.where(has_key, output, 0.0)  # (..., L_q, d_v)
 
@@ -142,9 +137,14 @@ def _fused_attention(q, k, v, mask, dropout_p):
 # Masks
 
 
-def causal_mask(n, device=None):
-    """Bool (n, n), True on and below the diagonal: position i may attend to 0..i."""
-    return torch.ones(n, n, dtype=torch.bool, device=device).tril()
+def causal_mask(n, n_keys=None, device=None):
+    """Bool (n, n_keys), True on and below the diagonal: position i may attend to 0..i.
+
+    n_keys defaults to n (self-attention); otherwise query i still sees keys 0..i,
+    the alignment torch's `is_causal` uses.
+    """
+    n_keys = n if n_keys is None else n_keys
+    return torch.ones(n, n_keys, dtype=torch.bool, device=device).tril()
 
 
 def padding_mask(lengths, max_len):
@@ -191,6 +191,11 @@ class MultiHeadAttention(nn.Module):
     Self-attention when `context` is None (queries, keys and values all come from x);
     cross-attention otherwise (queries from x, keys and values from `context`).
     `dropout` is applied to the attention weights, in training mode only.
+
+    The query, key and value projections are one nn.Linear, `qkv_proj` (d_model -> 3 d_model,
+    the rows of W_q, then W_k, then W_v): one matrix product instead of three, as in GPT-2
+    and nanoGPT. Checkpoints with three separate q_proj, k_proj and v_proj (the course's
+    older ones, Hugging Face's BERT after renaming) load too: they are stacked on loading.
     """
 
     def __init__(self, d_model, n_heads, dropout=0.0, bias=True, impl="fused"):
@@ -204,41 +209,51 @@ class MultiHeadAttention(nn.Module):
         self.head_dim = d_model // n_heads
         self.dropout = dropout
         self.impl = impl
-        # Four separate projections (torch.nn.MultiheadAttention packs the first
-        # three into one in_proj_weight; separate ones are easier to read and to adapt).
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.qkv_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
 
-    def forward(self, x, context=None, mask=None, return_weights=False, prefix=None):
+    def forward(self, x, context=None, mask=None, is_causal=False, return_weights=False, prefix=None):
         """
         x: (B, L_q, d_model); context: (B, L_k, d_model) or None (then L_k = L_q).
         mask: bool, broadcastable to (B, n_heads, L_q, L_k), True = may attend.
+        is_causal: query i attends to keys 0..i only (a decoder), without a mask tensor.
         prefix: optional (prefix_k, prefix_v), each (B or 1, n_heads, P, head_dim),
             extra keys and values put in front of the projected ones (prefix tuning).
             Every query may attend to them: the mask gets P True columns in front.
         Returns output (B, L_q, d_model), or (output, weights) with weights
         (B, n_heads, L_q, P + L_k) when return_weights=True.
         """
-        B = x.shape[0]
-        if context is None:
-            context = x  # self-attention
-        q = split_heads(self.q_proj(x), self.n_heads)  # (B, nh, L_q, hs)
-        k = split_heads(self.k_proj(context), self.n_heads)  # (B, nh, L_k, hs)
-        v = split_heads(self.v_proj(context), self.n_heads)  # (B, nh, L_k, hs)
+        q, k, v = self.project(x, context)  # (B, L_q, d), (B, L_k, d), (B, L_k, d)
+        q = split_heads(q, self.n_heads)  # (B, nh, L_q, hs)
+        k = split_heads(k, self.n_heads)  # (B, nh, L_k, hs)
+        v = split_heads(v, self.n_heads)  # (B, nh, L_k, hs)
 
         if prefix is not None:
-            k, v, mask = self._add_prefix(k, v, mask, prefix, B)  # (B, nh, P + L_k, hs)
+            if is_causal:  # "key j <= query i" must count from the first real key: spell the mask out
+                causal = causal_mask(q.shape[2], k.shape[2], device=q.device)
+                mask, is_causal = causal if mask is None else mask & causal, False
+            k, v, mask = self._add_prefix(k, v, mask, prefix, x.shape[0])  # (B, nh, P + L_k, hs)
 
         # Only the explicit path can give the weights back.
         impl = "explicit" if return_weights else self.impl
         dropout_p = self.dropout if self.training else 0.0
-        y, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p=dropout_p, impl=impl)
+        y, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p=dropout_p, impl=impl,
+                                                  is_causal=is_causal)
         y = self.out_proj(merge_heads(y))  # (B, L_q, d_model)
         if return_weights:
             return y, weights
         return y
+
+    def project(self, x, context=None):
+        """Queries from x, keys and values from context (x itself when None): each (B, L, d_model)."""
+        d = self.d_model
+        if context is None:  # self-attention: one matrix product gives all three
+            return self.qkv_proj(x).split(d, dim=-1)
+        # Cross-attention: the queries' third of the weights on x, the rest on the context.
+        weight, bias = self.qkv_proj.weight, self.qkv_proj.bias  # (3d, d), (3d,)
+        q = F.linear(x, weight[:d], None if bias is None else bias[:d])  # (B, L_q, d)
+        kv = F.linear(context, weight[d:], None if bias is None else bias[d:])  # (B, L_k, 2d)
+        return (q, *kv.split(d, dim=-1))
 
     def _add_prefix(self, k, v, mask, prefix, B):
         """Put the prefix keys/values in front of k and v; extend the mask to match."""
@@ -260,6 +275,14 @@ class MultiHeadAttention(nn.Module):
             allowed = mask.new_ones(*mask.shape[:-1], n_prefix)  # (..., L_q, P)
             mask = torch.cat([allowed, mask], dim=-1)  # (..., L_q, P + L_k)
         return k, v, mask
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # A checkpoint with separate q_proj, k_proj and v_proj: stack them into qkv_proj.
+        for kind in ("weight", "bias"):
+            parts = [f"{prefix}{name}_proj.{kind}" for name in "qkv"]
+            if all(part in state_dict for part in parts):
+                state_dict[f"{prefix}qkv_proj.{kind}"] = torch.cat([state_dict.pop(part) for part in parts])
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
 
 # ----------------------------------------------------------------------------

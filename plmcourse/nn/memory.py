@@ -45,7 +45,7 @@ memory_len=0 (or memory=None) is the same model without the cache: the same bloc
 the same ALiBi positions on the segment alone, an ordinary causal LM. That is the fair
 comparison: "with memory" and "without" differ in nothing but the memory.
 
-The blocks are the course's `TransformerBlock`s (norm1, self_attn's q/k/v/out
+The blocks are the course's `TransformerBlock`s (norm1, self_attn's qkv and out
 projections, norm2, ff); only the attention call is written here, because it needs an
 additive bias and keys longer than the queries. Nothing assumes CUDA: every tensor is
 made on the device of the inputs.
@@ -139,9 +139,10 @@ def block_with_memory(block, x, memory, bias):
         # LayerNorm works on each position alone, so normalising [memory; x] together
         # gives what each position would have got in one long sequence.
         context = block.norm1(context)
-    q = split_heads(attn.q_proj(context[:, -L:]), attn.n_heads)  # (B, nh, L, hs)
-    k = split_heads(attn.k_proj(context), attn.n_heads)  # (B, nh, M + L, hs)
-    v = split_heads(attn.v_proj(context), attn.n_heads)  # (B, nh, M + L, hs)
+    q, k, v = attn.project(context)  # (B, M + L, d) each; the memory's queries are not needed
+    q = split_heads(q[:, -L:], attn.n_heads)  # (B, nh, L, hs)
+    k = split_heads(k, attn.n_heads)  # (B, nh, M + L, hs)
+    v = split_heads(v, attn.n_heads)  # (B, nh, M + L, hs)
     dropout_p = attn.dropout if attn.training else 0.0
     y = attn.out_proj(merge_heads(relative_attention(q, k, v, bias, dropout_p)))  # (B, L, d)
 
@@ -150,8 +151,10 @@ def block_with_memory(block, x, memory, bias):
         x = x + block.dropout(y)
     else:
         x = block.norm1(x + block.dropout(y))
-    if block.ff is not None:
-        x = block._sublayer(x, block.norm2, block.ff)
+    if block.ff is not None and block.norm_first:
+        x = x + block.dropout(block.ff(block.norm2(x)))
+    elif block.ff is not None:
+        x = block.norm2(x + block.dropout(block.ff(x)))
     return x  # (B, L, d)
 
 

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from plmcourse.nn.attention import causal_mask
 from plmcourse.nn.transformer import LearnedPositionEmbedding, SinusoidalPositionEmbedding, TransformerBlock
 
 __all__ = [
@@ -305,16 +304,15 @@ class GPT(nn.Module):
         With return_weights=True also a list of n_layers attention maps (B, n_heads, T, T),
         rows are queries (computed by the explicit attention, as in notebook 03).
         """
-        T = ids.shape[1]
-        x = self.dropout(self.position(self.token(ids)))
-        mask = causal_mask(T, device=ids.device)  # (T, T): query t may attend to keys 0..t
+        x = self.dropout(self.position(self.token(ids)))  # (B, T, d_model)
         weights = []
         for block in self.blocks:
+            # is_causal: query t attends to keys 0..t; the fused kernel needs no (T, T) mask for it.
             if return_weights:
-                x, w = block(x, mask=mask, return_weights=True)
+                x, w = block(x, is_causal=True, return_weights=True)  # w: (B, nh, T, T)
                 weights.append(w)
             else:
-                x = block(x, mask=mask)
+                x = block(x, is_causal=True)  # (B, T, d_model)
         x = self.norm(x) if self.norm is not None else x
         return (x, weights) if return_weights else x
 
@@ -379,14 +377,11 @@ class Bart(nn.Module):
 
     def decode(self, tgt, memory, src_mask=None, tgt_mask=None):
         """tgt (B, T), memory (B, S, d) -> logits (B, T, V) for the token after each tgt position."""
-        T = tgt.shape[1]
         x = self._embed(tgt, self.decoder_position, self.decoder_embedding_norm)
-        self_mask = causal_mask(T, device=tgt.device)  # (T, T)
-        if tgt_mask is not None:
-            self_mask = self_mask & _key_mask(tgt_mask)  # (B, 1, T, T)
+        self_mask = _key_mask(tgt_mask)  # (B, 1, 1, T) or None; is_causal adds "no key after the query"
         cross_mask = _key_mask(src_mask)  # (B, 1, 1, S): no query attends to source padding
         for block in self.decoder_blocks:
-            x = block(x, mask=self_mask, context=memory, context_mask=cross_mask)
+            x = block(x, mask=self_mask, is_causal=True, context=memory, context_mask=cross_mask)
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
         return x @ self.token.weight.T

@@ -8,6 +8,7 @@ here freezes the pre-trained weights and adds (or frees) a small set of paramete
                                          feed-forward of every block (Houlsby et al. 2019)
     LoRALinear, add_lora(model, ...)     W x + b + (alpha / r) B A x beside chosen Linear layers,
                                          A (r, in), B (out, r) (Hu et al. 2021);
+                                         (QKVLoRA: on the q, k or v third of a fused qkv_proj);
                                          merge_lora(model) folds B A into W, for free inference
     PrefixAttention, add_prefix(model)   P trainable keys and values in front of every attention
                                          layer's own, through MultiHeadAttention's prefix= hook
@@ -42,6 +43,7 @@ __all__ = [
     "count_trainable_parameters",
     "bitfit",
     "LoRALinear",
+    "QKVLoRA",
     "add_lora",
     "merge_lora",
     "Adapter",
@@ -179,27 +181,106 @@ class LoRALinear(nn.Module):
         return f"r={self.r}, alpha={self.alpha}"
 
 
+class QKVLoRA(nn.Module):
+    """LoRA on some of the three projections inside a fused qkv_proj (W_q, W_k, W_v stacked).
+
+    The course's attention computes queries, keys and values with one (3d, in) matrix.
+    The LoRA paper adapts W_q and W_v only; here each chosen part ("q", "k" or "v") gets
+    its own A (r, in) and B (d, r), added to its third of the output: exactly LoRALinear on
+    a separate q_proj and v_proj. A and B hold the chosen parts in order: A (n, r, in), B (n, d, r).
+    """
+
+    def __init__(self, base: nn.Linear, parts=("q", "v"), r: int = 8, alpha: float = 16, dropout: float = 0.0):
+        super().__init__()
+        if r < 1:
+            raise ValueError(f"the rank r must be at least 1, got {r}.")
+        if not parts or any(part not in "qkv" for part in parts) or len(set(parts)) != len(parts):
+            raise ValueError(f'parts must name some of "q", "k", "v" once each, got {parts!r}.')
+        self.base = freeze(base)
+        self.parts = tuple(parts)
+        self.d = base.out_features // 3
+        self.r, self.alpha, self.scale = r, alpha, alpha / r
+        factory = {"dtype": base.weight.dtype, "device": base.weight.device}
+        self.A = nn.Parameter(torch.empty(len(parts), r, base.in_features, **factory))
+        self.B = nn.Parameter(torch.zeros(len(parts), self.d, r, **factory))
+        for A in self.A:  # each part's A as LoRALinear's (fan-in = in_features)
+            nn.init.kaiming_uniform_(A, a=math.sqrt(5))
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        """x (..., in) -> (..., 3d): [q | k | v], the chosen parts with their low-rank updates."""
+        q, k, v = self.base(x).split(self.d, dim=-1)  # (..., d) each
+        out = {"q": q, "k": k, "v": v}
+        h = self.dropout(x)
+        for i, part in enumerate(self.parts):
+            out[part] = out[part] + self.scale * (h @ self.A[i].T @ self.B[i].T)  # (..., r) then (..., d)
+        return torch.cat([out["q"], out["k"], out["v"]], dim=-1)
+
+    def delta_weight(self):
+        """(alpha / r) B A for each chosen part, zeros for the others: (3d, in)."""
+        blocks = {part: self.base.weight.new_zeros(self.d, self.base.in_features) for part in "qkv"}
+        for i, part in enumerate(self.parts):
+            blocks[part] = self.scale * (self.B[i] @ self.A[i])  # (d, in)
+        return torch.cat([blocks["q"], blocks["k"], blocks["v"]])
+
+    @property
+    def weight(self):  # what cross-attention slices (MultiHeadAttention.project)
+        return self.base.weight + self.delta_weight()
+
+    @property
+    def bias(self):
+        return self.base.bias
+
+    def merge(self) -> nn.Linear:
+        """A plain nn.Linear computing the same function (in eval mode) at the base's cost."""
+        base = self.base
+        merged = nn.Linear(base.in_features, base.out_features, bias=base.bias is not None,
+                           dtype=base.weight.dtype, device=base.weight.device)
+        with torch.no_grad():
+            merged.weight.copy_(self.weight)
+            if base.bias is not None:
+                merged.bias.copy_(base.bias)
+        return merged
+
+    def extra_repr(self):
+        return f"parts={self.parts}, r={self.r}, alpha={self.alpha}"
+
+
 def _matches(name, targets):
     return any(name == t or name.endswith("." + t) for t in targets)
 
 
+QKV_TARGETS = {"q_proj": "q", "k_proj": "k", "v_proj": "v"}
+
+
 def add_lora(model, targets=("q_proj", "v_proj"), r=8, alpha=16, dropout=0.0):
-    """Wrap every nn.Linear whose name ends in one of `targets` in a LoRALinear; returns their names.
+    """Put LoRA beside every nn.Linear named by `targets`; returns the names of the wrapped layers.
 
     The LoRA paper adapts the query and value projections; ("q_proj", "k_proj", "v_proj",
-    "out_proj", "linear1", "linear2") adapts every matrix of every block.
+    "out_proj", "linear1", "linear2") adapts every matrix of every block. "q_proj",
+    "k_proj" and "v_proj" are thirds of an attention's fused qkv_proj, which gets a
+    QKVLoRA on just those thirds; any other Linear named in `targets` gets a LoRALinear.
     """
-    names = [name for name, m in model.named_modules() if isinstance(m, nn.Linear) and _matches(name, targets)]
-    if not names:
+    parts = tuple(part for name, part in QKV_TARGETS.items() if name in targets)
+    others = [t for t in targets if t not in QKV_TARGETS]
+    wrapped = []
+    for name, module in list(model.named_modules()):
+        if not isinstance(module, nn.Linear):
+            continue
+        if parts and _matches(name, ["qkv_proj"]):
+            _replace(model, name, QKVLoRA(module, parts, r, alpha, dropout))
+            wrapped.append(name)
+        elif _matches(name, others):
+            _replace(model, name, LoRALinear(module, r, alpha, dropout))
+            wrapped.append(name)
+    if not wrapped:
         raise ValueError(f"no nn.Linear in the model has a name ending in {targets}.")
-    for name in names:
-        _replace(model, name, LoRALinear(model.get_submodule(name), r, alpha, dropout))
-    return names
+    return wrapped
 
 
 def merge_lora(model):
-    """Replace every LoRALinear in the model by its merged nn.Linear; returns the model."""
-    names = [name for name, m in model.named_modules() if isinstance(m, LoRALinear)]
+    """Replace every LoRALinear and QKVLoRA in the model by its merged nn.Linear; returns the model."""
+    names = [name for name, m in model.named_modules() if isinstance(m, (LoRALinear, QKVLoRA))]
     for name in names:
         _replace(model, name, model.get_submodule(name).merge())
     return model
@@ -283,7 +364,7 @@ class PrefixAttention(nn.Module):
         super().__init__()
         self.attention = attention
         nh, hs, d = attention.n_heads, attention.head_dim, attention.d_model
-        factory = {"dtype": attention.q_proj.weight.dtype, "device": attention.q_proj.weight.device}
+        factory = {"dtype": attention.out_proj.weight.dtype, "device": attention.out_proj.weight.device}
         if hidden is None:
             self.prefix_k = nn.Parameter(torch.randn(1, nh, n_prefix, hs, **factory) * init_std)
             self.prefix_v = nn.Parameter(torch.randn(1, nh, n_prefix, hs, **factory) * init_std)
@@ -308,9 +389,9 @@ class PrefixAttention(nn.Module):
             self.table, self.mlp = None, None
         return self
 
-    def forward(self, x, context=None, mask=None, return_weights=False):
-        return self.attention(x, context=context, mask=mask, return_weights=return_weights,
-                              prefix=self.prefixes())
+    def forward(self, x, context=None, mask=None, is_causal=False, return_weights=False):
+        return self.attention(x, context=context, mask=mask, is_causal=is_causal,
+                              return_weights=return_weights, prefix=self.prefixes())
 
 
 def add_prefix(model, n_prefix=8, hidden=None, init_std=1.0):

@@ -7,7 +7,8 @@ LayerNorm:
     post-LN (norm_first=False, the original Transformer, BERT): x = ln(x + sublayer(x))
 
 The attribute names (self_attn, norm1, norm2, ff.linear1, ff.linear2) follow
-torch.nn.TransformerEncoderLayer, so weights can be copied across one to one.
+torch.nn.TransformerEncoderLayer, so weights can be copied across one to one
+(its self_attn.in_proj_weight is our self_attn.qkv_proj.weight: W_q, W_k, W_v stacked).
 """
 
 import torch
@@ -89,12 +90,12 @@ class TransformerBlock(nn.Module):
         # induction heads: with nothing but attention, every computation is a head's).
         self.ff = FeedForward(d_model, d_ff, dropout=dropout, activation=activation, bias=bias) if d_ff else None
         self.norm2 = nn.LayerNorm(d_model, eps=norm_eps, bias=bias) if d_ff else None
-        # Dropout on each sub-layer's output, before it is added to the residual stream.
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x, mask=None, context=None, context_mask=None, return_weights=False):
+    def forward(self, x, mask=None, context=None, context_mask=None, return_weights=False, is_causal=False):
         """
         x: (B, T, d_model); mask: bool, broadcastable to (B, n_heads, T, T), True = may attend.
+        is_causal: each position attends to itself and the positions before it (a decoder).
         context: (B, S, d_model), needed by a cross-attention block;
         context_mask: bool, broadcastable to (B, n_heads, T, S).
         Returns (B, T, d_model); with return_weights=True also the self-attention
@@ -105,29 +106,29 @@ class TransformerBlock(nn.Module):
         if self.cross_attn is None and context is not None:
             raise ValueError("context was given but the block has no cross-attention (cross_attention=False).")
 
-        weights = None
+        def attend(h):  # self-attention, and its weights when asked for
+            if return_weights:
+                return self.self_attn(h, mask=mask, is_causal=is_causal, return_weights=True)
+            return self.self_attn(h, mask=mask, is_causal=is_causal), None
 
-        def self_attention(h):
-            nonlocal weights  # kept aside for the caller; the residual path needs only the output
-            if not return_weights:
-                return self.self_attn(h, mask=mask)
-            y, weights = self.self_attn(h, mask=mask, return_weights=True)
-            return y
-
-        x = self._sublayer(x, self.norm1, self_attention)
-        if self.cross_attn is not None:
-            x = self._sublayer(x, self.norm_cross, lambda h: self.cross_attn(h, context=context, mask=context_mask))
-        if self.ff is not None:
-            x = self._sublayer(x, self.norm2, self.ff)
+        # Each sub-layer's output goes through dropout before it is added to the residual stream.
+        if self.norm_first:  # pre-LN (GPT-2):  x = x + sublayer(ln(x))
+            # The residual stream x itself is never normalised: gradients reach early
+            # layers unchanged, which is why pre-LN trains without warm-up.
+            y, weights = attend(self.norm1(x))
+            x = x + self.dropout(y)
+            if self.cross_attn is not None:
+                x = x + self.dropout(self.cross_attn(self.norm_cross(x), context=context, mask=context_mask))
+            if self.ff is not None:
+                x = x + self.dropout(self.ff(self.norm2(x)))
+        else:  # post-LN (the original Transformer, BERT):  x = ln(x + sublayer(x))
+            y, weights = attend(x)
+            x = self.norm1(x + self.dropout(y))
+            if self.cross_attn is not None:
+                x = self.norm_cross(x + self.dropout(self.cross_attn(x, context=context, mask=context_mask)))
+            if self.ff is not None:
+                x = self.norm2(x + self.dropout(self.ff(x)))
         return (x, weights) if return_weights else x  # (B, T, d_model)
-
-    def _sublayer(self, x, norm, layer):
-        """The residual connection with its LayerNorm, before (pre-LN) or after (post-LN)."""
-        if self.norm_first:
-            # The residual stream x itself is never normalised: gradients reach
-            # early layers unchanged, which is why pre-LN trains without warm-up.
-            return x + self.dropout(layer(norm(x)))
-        return norm(x + self.dropout(layer(x)))
 
 
 # ----------------------------------------------------------------------------

@@ -92,6 +92,8 @@ def minilm_config(config: dict) -> BertConfig:
 
 # Hugging Face's parameter names -> ours. Each rule is a regular expression and its
 # replacement; `\1` is the layer number. Everything else about the two models is the same.
+# Query, key and value become q_proj, k_proj and v_proj; MultiHeadAttention stacks the three
+# into its fused qkv_proj as it loads them (its _load_from_state_dict).
 RENAME = [
     (r"embeddings\.word_embeddings\.", "embeddings.token."),
     (r"embeddings\.token_type_embeddings\.", "embeddings.segment."),
