@@ -7,8 +7,8 @@ JSON files in bench/results/, so results of benchmarks not rerun are kept.
 import sys
 import time
 
-from bench import (attention, checkpoints, efficiency, gpt, grading, icl, minilm, notebooks, peft, report, simcse, threads,
-                   word2vec, wordpiece)
+from bench import (attention, checkpoints, efficiency, gpt, grading, icl, minilm, nanogpt, notebooks, peft, report,
+                   simcse, threads, word2vec, wordpiece)
 
 BENCHMARKS = {
     "attention": attention.main,
@@ -16,6 +16,7 @@ BENCHMARKS = {
     "notebooks": notebooks.main,
     "grading": grading.main,
     "gpt": gpt.main,
+    "nanogpt": nanogpt.main,
     "word2vec": word2vec.main,
     "wordpiece": wordpiece.main,
     "minilm": minilm.main,

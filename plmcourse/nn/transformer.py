@@ -36,21 +36,23 @@ def _make_activation(activation):
 
 
 class FeedForward(nn.Module):
-    """Position-wise feed-forward network: linear2(dropout(act(linear1(x)))).
+    """Position-wise feed-forward network: linear2(act(linear1(x))).
 
     (B, T, d_model) -> (B, T, d_ff) -> (B, T, d_model); every position separately.
+    No dropout inside, as in GPT-2 and BERT: the block drops the output. (torch's
+    TransformerEncoderLayer also drops the d_ff-wide hidden layer, which keeps a mask
+    four times the width of the residual stream per layer for the backward pass.)
     """
 
-    def __init__(self, d_model, d_ff, dropout=0.0, activation="gelu", bias=True):
+    def __init__(self, d_model, d_ff, activation="gelu", bias=True):
         super().__init__()
         self.linear1 = nn.Linear(d_model, d_ff, bias=bias)
         self.activation = _make_activation(activation)
-        self.dropout = nn.Dropout(dropout)
         self.linear2 = nn.Linear(d_ff, d_model, bias=bias)
 
     def forward(self, x):
         h = self.activation(self.linear1(x))  # (B, T, d_ff)
-        return self.linear2(self.dropout(h))  # (B, T, d_model)
+        return self.linear2(h)  # (B, T, d_model)
 
 
 class TransformerBlock(nn.Module):
@@ -88,7 +90,7 @@ class TransformerBlock(nn.Module):
             self.norm_cross = None
         # d_ff=0: no feed-forward sub-layer at all, an attention-only block (notebook 11's
         # induction heads: with nothing but attention, every computation is a head's).
-        self.ff = FeedForward(d_model, d_ff, dropout=dropout, activation=activation, bias=bias) if d_ff else None
+        self.ff = FeedForward(d_model, d_ff, activation=activation, bias=bias) if d_ff else None
         self.norm2 = nn.LayerNorm(d_model, eps=norm_eps, bias=bias) if d_ff else None
         self.dropout = nn.Dropout(dropout)
 
