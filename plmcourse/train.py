@@ -104,8 +104,8 @@ def train(
         loss run under torch.autocast (matrix products in 16 bits), while the weights, their
         gradients and AdamW's state stay float32. "fp16" also scales the loss (GradScaler) so
         that small gradients do not round to zero; bfloat16 has float32's range and needs no scaler.
-    compile: run the forward pass through torch.compile(model), the same parameters fused into
-        fewer kernels; the first step is slow while it compiles.
+    compile: run the forward pass and the loss through torch.compile: the same parameters and
+        arithmetic in fewer, fused kernels; the first step is slow while it compiles.
     log_every: the losses stay on the device and are read back every `log_every` steps (and at
         every evaluation), because reading a number makes the CPU wait for the GPU. On a GPU,
         `History.seconds` is exact at those steps; in between it is when each step was queued.
@@ -122,7 +122,13 @@ def train(
     device_type = next(model.parameters()).device.type
     dtype = PRECISIONS[precision]
     scaler = torch.amp.GradScaler(device_type) if precision == "fp16" else None
-    forward_model = torch.compile(model) if compile else model
+
+    def compute_loss(batch):
+        with torch.autocast(device_type, dtype=dtype, enabled=dtype is not None):
+            return loss_fn(model, batch)
+
+    if compile:  # the forward pass and the loss together, so that the loss fuses into the graph too
+        compute_loss = torch.compile(compute_loss)
     pending = []  # this stretch's losses, still on the device
 
     def read_losses():
@@ -131,11 +137,10 @@ def train(
 
     clock = history.seconds[-1] if history.seconds else 0.0
     bar = tqdm(range(steps), desc=desc, disable=not progress, leave=False)
+    model.train()  # evaluate() puts the model back into this mode after each evaluation
     for i in bar:
         tick = time.perf_counter()
-        model.train()
-        with torch.autocast(device_type, dtype=dtype, enabled=dtype is not None):
-            loss = loss_fn(forward_model, get_batch(start + i))
+        loss = compute_loss(get_batch(start + i))
         optimizer.zero_grad(set_to_none=True)
         if scaler is None:
             loss.backward()

@@ -3,7 +3,7 @@
 
 Each loss takes logits, skips targets equal to `ignore_index` (-100) and returns the
 mean over the targets it counts, as a 0-d tensor that gradients flow through. They
-are written out (log-sum-exp minus the target's logit) rather than delegated to
+are written out (minus the log-softmax at the target) rather than delegated to
 torch.nn.functional.cross_entropy, which the tests hold them against. The losses of
 the pre-training objectives are built on it: mlm_loss in `plmcourse.nn.bert`,
 causal_lm_loss in `plmcourse.nn.gpt`.
@@ -30,7 +30,8 @@ def cross_entropy(logits, targets, ignore_index=IGNORE_INDEX):
     targets = targets.reshape(-1)  # (N,)
     counted = targets != ignore_index  # (N,)
     safe = torch.where(counted, targets, 0)  # ignored positions pick a valid index, then weigh 0
-    # -log softmax(x)[t] = logsumexp(x) - x[t]; logsumexp subtracts the max itself (stable).
-    nll = torch.logsumexp(logits, dim=-1) - logits.gather(-1, safe[:, None])[:, 0]  # (N,)
+    # log_softmax subtracts the row's max itself (stable), and under autocast runs in float32.
+    log_probs = torch.log_softmax(logits, dim=-1)  # (N, V)
+    nll = -log_probs.gather(-1, safe[:, None])[:, 0]  # (N,): -log p(target)
     nll = torch.where(counted, nll, 0.0)
     return nll.sum() / counted.sum().clamp(min=1)
