@@ -53,6 +53,7 @@ from plmcourse.ref import icl as ref_icl
 
 __all__ = ["check_k_shot_prompt", "check_induction_score"]
 
+
 def _short(text, limit=40):
     """repr(text), shortened in the middle when long."""
     if len(text) <= limit:

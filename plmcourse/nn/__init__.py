@@ -135,3 +135,8 @@ __all__ += ["distillation_loss", "student_from_teacher", "quantize_int8", "dequa
 from plmcourse.nn.pruning import apply_masks, magnitude_masks, prunable_weights  # noqa: E402
 
 __all__ += ["prunable_weights", "magnitude_masks", "apply_masks"]
+
+# Prompting with little data (notebook 10): verbalizers, PET's soft labels, self-training.
+from plmcourse.nn.prompting import pet_soft_labels, select_pseudo_labels, verbalizer_log_probs  # noqa: E402
+
+__all__ += ["verbalizer_log_probs", "pet_soft_labels", "select_pseudo_labels"]

@@ -118,3 +118,8 @@ __all__ += ["induction_score", "previous_token_score", "latest_earlier_occurrenc
 from plmcourse.ref.efficiency import dequantize, distillation_loss, quantize_int8  # noqa: E402
 
 __all__ += ["distillation_loss", "quantize_int8", "dequantize"]
+
+# Prompting with little data (notebook 10): verbalizers, PET's soft labels, self-training.
+from plmcourse.ref.prompting import pet_soft_labels, select_pseudo_labels, verbalizer_log_probs  # noqa: E402
+
+__all__ += ["verbalizer_log_probs", "pet_soft_labels", "select_pseudo_labels"]
