@@ -33,7 +33,6 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
-import statistics
 import sys
 import time
 from collections import Counter
@@ -41,7 +40,7 @@ from pathlib import Path
 
 import torch
 
-from bench.common import write_result
+from bench.common import interleaved_medians, write_result
 from plmcourse.data.text import CharTokenizer, python_corpus, split
 from plmcourse.nn.models import GPT, GPTConfig
 from plmcourse.nn.objectives import cross_entropy
@@ -154,20 +153,12 @@ def operators(module):
 
 
 def per_step_seconds(steps, batch_list):
-    """name -> median over ROUNDS of (time of STEPS_PER_ROUND steps) / STEPS_PER_ROUND, in turns."""
-    for step in steps.values():  # warm-up (and compilation)
-        for batch in batch_list[:3]:
-            step(batch)
-    torch.cuda.synchronize()
-    times = {name: [] for name in steps}
-    for _ in range(ROUNDS):
-        for name, step in steps.items():
-            start = time.perf_counter()
-            for batch in batch_list[:STEPS_PER_ROUND]:
-                step(batch)
-            torch.cuda.synchronize()
-            times[name].append((time.perf_counter() - start) / STEPS_PER_ROUND)
-    return {name: statistics.median(t) for name, t in times.items()}
+    """name -> median over ROUNDS of (time of STEPS_PER_ROUND steps) / STEPS_PER_ROUND, in turns;
+    the first round (compilation, if any) is not counted."""
+    rounds = {name: (lambda step=step: [step(batch) for batch in batch_list[:STEPS_PER_ROUND]])
+              for name, step in steps.items()}
+    seconds = interleaved_medians(rounds, repeats=ROUNDS, warmup=1, device="cuda")
+    return {name: s / STEPS_PER_ROUND for name, s in seconds.items()}
 
 
 def peak_memory(name, module, vocab_size, batch_list, compiled):

@@ -92,8 +92,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0, impl="explic
         raise ValueError(f'impl must be "explicit" or "fused", got {impl!r}.')
     _check_inputs(q, k, v, mask)
     if is_causal and (mask is not None or impl == "explicit"):
-        causal = causal_mask(q.shape[-2], k.shape[-2], device=q.device)  # (L_q, L_k)
-        mask, is_causal = causal if mask is None else mask & causal, False
+        mask, is_causal = _and_causal(mask, q.shape[-2], k.shape[-2], q.device), False
     if impl == "fused":
         return _fused_attention(q, k, v, mask, dropout_p, is_causal), None
 
@@ -145,6 +144,12 @@ def causal_mask(n, n_keys=None, device=None):
     """
     n_keys = n if n_keys is None else n_keys
     return torch.ones(n, n_keys, dtype=torch.bool, device=device).tril()
+
+
+def _and_causal(mask, n_queries, n_keys, device):
+    """`mask` (or nothing) combined with the causal mask, as one bool tensor (..., L_q, L_k)."""
+    causal = causal_mask(n_queries, n_keys, device=device)
+    return causal if mask is None else mask & causal
 
 
 def padding_mask(lengths, max_len):
@@ -230,8 +235,7 @@ class MultiHeadAttention(nn.Module):
 
         if prefix is not None:
             if is_causal:  # "key j <= query i" must count from the first real key: spell the mask out
-                causal = causal_mask(q.shape[2], k.shape[2], device=q.device)
-                mask, is_causal = causal if mask is None else mask & causal, False
+                mask, is_causal = _and_causal(mask, q.shape[2], k.shape[2], q.device), False
             k, v, mask = self._add_prefix(k, v, mask, prefix, x.shape[0])  # (B, nh, P + L_k, hs)
 
         # Only the explicit path can give the weights back.
