@@ -16,13 +16,15 @@ __all__ = ["python_docs", "stdlib_docstrings", "python_corpus", "words", "CharTo
 # The review world: a synthetic corpus for notebooks 04-06 (see plmcourse/data/reviews.py).
 from plmcourse.data.reviews import (  # noqa: E402
     nsp_pairs,
+    review_overall_task,
     review_documents,
     review_sentiment_task,
     review_vocabulary,
 )
 from plmcourse.data.reviews import review_acceptability_task  # noqa: E402
 
-__all__ += ["review_vocabulary", "review_documents", "review_sentiment_task", "nsp_pairs"]
+__all__ += ["review_vocabulary", "review_documents", "review_sentiment_task", "nsp_pairs",
+            "review_overall_task"]
 __all__ += ["review_acceptability_task"]
 
 # The word-sense world: a synthetic corpus for notebooks 01-02 (see plmcourse/data/synthetic.py).

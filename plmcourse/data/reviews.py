@@ -40,6 +40,7 @@ __all__ = [
     "review_sentiment_task",
     "review_acceptability_task",
     "nsp_pairs",
+    "review_overall_task",
 ]
 
 POSITIVE = ("brilliant", "charming", "delightful", "excellent", "fantastic", "great", "lovely", "perfect",
@@ -139,6 +140,35 @@ def nsp_pairs(documents, rng, n_pairs: int):
             other += other >= d  # any document but this one
             pairs.append((doc[i], _pick(rng, documents[other]), 0))
     return pairs
+
+
+def review_overall_task(seed: int = 0, n_train: int = 64, n_test: int = 400, n_unlabelled: int = 1000,
+                        mixed: float = 0.2):
+    """Is a whole review positive (1) or negative (0) overall? A harder task than one sentence.
+
+    A review here is the 3-5 middle sentences of review_documents (no city, no closing line,
+    which would give the answer away), of which a fraction `mixed` speaks with the opposite
+    sentiment. The label is the sentiment the review was written with: the majority of its
+    sentences usually, not always (a 2-2 tie or a 3-2 the wrong way happens), so even a
+    perfect reader of sentences errs now and then. Returns a dict with
+        train       n_train (words, label) pairs, half of each label (draw K per class from it)
+        test        n_test pairs
+        unlabelled  n_unlabelled reviews, words only (for PET and self-training)
+    Fixed by `seed`; the reviews are new ones, not those the checkpoints were trained on.
+    """
+    rng = np.random.default_rng(seed)
+
+    def review(positive):
+        nouns = TOPICS[_pick(rng, list(TOPICS))]
+        sentences = [_sentence(rng, nouns, positive != (rng.random() < mixed))
+                     for _ in range(int(rng.integers(3, 6)))]
+        return " ".join(sentences).split(), int(positive)
+
+    def labelled(n):
+        return [review(i % 2 == 0) for i in range(n)]
+
+    return {"train": labelled(n_train), "test": labelled(n_test),
+            "unlabelled": [review(bool(rng.integers(2)))[0] for _ in range(n_unlabelled)]}
 
 
 def review_sentiment_task(seed: int = 0, n_seen: int = 6, n_train: int = 48, n_test: int = 400):

@@ -89,6 +89,17 @@ CHECKPOINTS = {
                   pairs_seed=0, heldout_documents=300, heldout_documents_seed=2, heldout_pairs=1024,
                   heldout_pairs_seed=9, heldout_mask_seed=10, mask_p=0.15),
         seed=0, steps=2000, lr=3e-3, batch_size=128),
+    # Notebook 10's masked LM: the tiny BERT's size, pre-trained as RoBERTa was: whole
+    # reviews, one segment each, masked LM only (no NSP). It reads a review of several
+    # sentences, so a cloze after one ("... it was [MASK] .") makes sense; and its [CLS]
+    # has learned nothing of its own (NSP on this corpus would teach it the review's
+    # sentiment, which real NSP does not), so a new head on it starts from scratch, as on RoBERTa.
+    "tiny-bert-reviews": Spec(
+        model="BertForPreTraining",
+        config=dict(d_model=64, n_layers=2, n_heads=4, d_ff=128, max_len=64, dropout=0.0, init_std=0.1),
+        data=dict(corpus="review_documents", unit="reviews", documents=50_000, documents_seed=1,
+                  heldout_documents=1024, heldout_documents_seed=2, heldout_mask_seed=10, mask_p=0.15),
+        seed=0, steps=2000, lr=3e-3, batch_size=128),
     # Notebook 05's tiny GPT (characters of Python's docs, the same tokenizer and split),
     # twice as wide and deep and trained three times as long: nanoGPT's CPU configuration
     # (bench/gpt.py) with batches of 16 windows.
@@ -134,13 +145,18 @@ def _special_ids(tokenizer):
 def _pack_pairs(tokenizer, pairs, max_len):
     """(a, b, is_next) triples -> ids and segments (N, max_len), padded, and NSP labels (N,).
 
-    Each row is [CLS] a [SEP] b [SEP]: segment 0 up to the first [SEP], segment 1 after it.
+    Each row is [CLS] a [SEP] b [SEP]: segment 0 up to the first [SEP], segment 1 after it
+    ([CLS] a [SEP] when b is empty).
+    A pair too long for max_len loses words from the longer side, as BERT's pre-training
+    does: a from its start, b from its end, so the words around the middle [SEP] stay.
     """
     pad, cls, sep = (tokenizer.stoi[t] for t in ("[PAD]", "[CLS]", "[SEP]"))
     ids = np.full((len(pairs), max_len), pad, dtype=np.int64)
     segments = np.zeros((len(pairs), max_len), dtype=np.int64)
     for row, (a, b, _) in enumerate(pairs):
-        row_ids = [cls, *tokenizer.encode(a), sep, *tokenizer.encode(b), sep]
+        while len(a) + len(b) + 2 + bool(b) > max_len:
+            a, b = (a[1:], b) if len(a) > len(b) else (a, b[:-1])
+        row_ids = [cls, *tokenizer.encode(a), sep] + ([*tokenizer.encode(b), sep] if b else [])
         ids[row, :len(row_ids)] = row_ids
         segments[row, len(a) + 2:len(row_ids)] = 1
     return ids, segments, np.array([is_next for *_, is_next in pairs], dtype=np.int64)
@@ -150,8 +166,11 @@ def _bert_data(spec_data, tokenizer, max_len, heldout):
     """The training pairs (heldout=False) or the held-out pairs (True), packed; fixed by their seeds."""
     prefix = "heldout_" if heldout else ""
     documents = data.review_documents(spec_data[prefix + "documents"], seed=spec_data[prefix + "documents_seed"])
-    pairs = data.nsp_pairs(documents, np.random.default_rng(spec_data[prefix + "pairs_seed"]),
-                           spec_data[prefix + "pairs"])
+    if spec_data.get("unit") == "reviews":  # whole reviews, one segment, no NSP label (0 everywhere)
+        pairs = [([w for sentence in doc for w in sentence], [], 0) for doc in documents]
+    else:
+        pairs = data.nsp_pairs(documents, np.random.default_rng(spec_data[prefix + "pairs_seed"]),
+                               spec_data[prefix + "pairs"])
     return _pack_pairs(tokenizer, pairs, max_len)
 
 
@@ -173,6 +192,13 @@ def _bert_heldout_loss(model, batch):
     return float(pnn.mlm_loss(mlm_logits, labels))
 
 
+def _bert_mlm_only_loss(model, batch):
+    """RoBERTa's objective: the masked LM loss alone."""
+    inputs, segments, attention_mask, labels, _ = batch
+    mlm_logits, _ = model(inputs, segments, attention_mask)
+    return pnn.mlm_loss(mlm_logits, labels)
+
+
 def _bert_pretraining_loss(model, batch):
     """Notebook 04's objective: MLM loss + NSP loss."""
     inputs, segments, attention_mask, labels, is_next = batch
@@ -182,6 +208,15 @@ def _bert_pretraining_loss(model, batch):
 
 def _bert_describe(spec):
     d = spec.data
+    if d.get("unit") == "reviews":
+        return (f"MLM loss in nats: the mean of -log p(original word) over the masked positions of "
+                f"{d['heldout_documents']:,} held-out reviews, plmcourse.data.review_documents("
+                f"{d['heldout_documents']}, seed={d['heldout_documents_seed']}), each packed whole as "
+                f"[CLS] review [SEP] (its first words cut if longer than {spec.config['max_len']}) and padded, "
+                f"masked once by plmcourse.ref.mlm_mask(ids, numpy.random.default_rng({d['heldout_mask_seed']}), "
+                f"p={d['mask_p']}) (80% [MASK], 10% a random word, 10% unchanged); one float32 forward pass "
+                f"in eval mode. Training used review_documents({d['documents']}, seed={d['documents_seed']}), "
+                f"masked afresh in every batch, with the masked LM loss only.")
     return (f"MLM loss in nats: the mean of -log p(original word) over the masked positions of "
             f"{d['heldout_pairs']:,} held-out sentence pairs, plmcourse.data.nsp_pairs(review_documents("
             f"{d['heldout_documents']}, seed={d['heldout_documents_seed']}), numpy.random.default_rng("
@@ -225,16 +260,19 @@ def _prepare_bert(spec, metadata):
         baseline_unigram_loss=repr(float(-np.log(counts[targets] / counts.sum()).mean())),
         baselines_description="unigram: word frequencies of the training pairs' ordinary words with "
                               "add-one smoothing, -log p averaged over the same held-out masked words.")
-    return tokenizer, model, get_batch, _bert_pretraining_loss
+    loss_fn = _bert_mlm_only_loss if spec.data.get("unit") == "reviews" else _bert_pretraining_loss
+    return tokenizer, model, get_batch, loss_fn
 
 
-def _bert_extras(model, batch):
-    """Accuracy of the MLM and NSP predictions on the held-out pairs, for the record."""
+def _bert_extras(model, batch, nsp=True):
+    """Accuracy of the MLM (and NSP, if it was trained) predictions on the held-out data, for the record."""
     inputs, segments, attention_mask, labels, is_next = batch
     mlm_logits, nsp_logits = model(inputs, segments, attention_mask)
     counted = labels != -100
-    return {"heldout_mlm_accuracy": float((mlm_logits.argmax(-1)[counted] == labels[counted]).float().mean()),
-            "heldout_nsp_accuracy": float((nsp_logits.argmax(-1) == is_next).float().mean())}
+    extras = {"heldout_mlm_accuracy": float((mlm_logits.argmax(-1)[counted] == labels[counted]).float().mean())}
+    if nsp:
+        extras["heldout_nsp_accuracy"] = float((nsp_logits.argmax(-1) == is_next).float().mean())
+    return extras
 
 
 # ----------------------------------------------------------------------------
@@ -414,7 +452,7 @@ def build_checkpoint(name: str, out_dir=None, progress: bool = True) -> Path:
     metadata["heldout_loss"] = repr(heldout_loss(checkpoint))
     if spec.model == "BertForPreTraining":
         with torch.no_grad():
-            metadata.update({k: repr(v) for k, v in _bert_extras(model, batch).items()})
+            metadata.update({k: repr(v) for k, v in _bert_extras(model, batch, spec.data.get("unit") != "reviews").items()})
     metadata.update(history=_curve(history), torch_version=torch.__version__, numpy_version=np.__version__,
                     python_version=platform.python_version(), plmcourse_version=plmcourse.__version__,
                     torch_threads=str(torch.get_num_threads()),
