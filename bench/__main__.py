@@ -7,8 +7,8 @@ JSON files in bench/results/, so results of benchmarks not rerun are kept.
 import sys
 import time
 
-from bench import (attention, checkpoints, efficiency, gpt, grading, icl, minilm, nanogpt, notebooks, peft, report,
-                   simcse, threads, word2vec, wordpiece)
+from bench import (attention, checkpoints, efficiency, gpt, grading, icl, minilm, nanogpt, notebooks, peft,
+                   prompting, report, simcse, threads, word2vec, wordpiece)
 
 BENCHMARKS = {
     "attention": attention.main,
@@ -23,6 +23,7 @@ BENCHMARKS = {
     "checkpoints": checkpoints.main,
     "simcse": simcse.main,
     "peft": peft.main,
+    "prompting": prompting.main,
     "icl": icl.main,
     "efficiency": efficiency.main,
 }

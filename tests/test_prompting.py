@@ -130,3 +130,84 @@ def test_select_torch_equals_numpy(device):
         ours = pnn.select_pseudo_labels(torch.tensor(probs, device=device), per_class)
         np.testing.assert_array_equal(ours.cpu().numpy(), expected)
         assert len(set(expected.tolist())) == len(expected)  # no duplicates
+
+
+# ---------------------------------------------------------------- the notebook's machinery
+
+
+@pytest.fixture(scope="module")
+def reviews_mlm():
+    from plmcourse.pretrained import load_checkpoint
+    return load_checkpoint("tiny-bert-reviews", "cpu")
+
+
+def test_encode_pattern_puts_the_text_and_finds_the_mask(reviews_mlm):
+    tok = reviews_mlm.tokenizer
+    texts = [["the", "soup", "was", "dull", "."], ["i", "loved", "it", "."]]
+    ids, attention, where, segments = pnn.prompting.encode_pattern(tok, texts, "{x} it was [MASK] .")
+    assert tok.decode(ids[0].tolist())[:9] == ["[CLS]", "the", "soup", "was", "dull", ".", "it", "was", "[MASK]"]
+    assert where.tolist() == [8, 7] and (ids[torch.arange(2), where] == tok.stoi["[MASK]"]).all()
+    assert attention.sum(1).tolist() == [11, 10] and not segments.any()
+    ids, _, where, segments = pnn.prompting.encode_pattern(tok, texts, "it was [MASK] . {x} [SEP] {demos}",
+                                                          demonstrations=[["great"], ["i", "hated", "it"]])
+    assert where.tolist() == [3, 3]
+    assert tok.decode(ids[1].tolist())[-5:] == ["[SEP]", "i", "hated", "it", "[SEP]"]
+    assert segments[1].tolist() == [0] * 10 + [1] * 4  # after the pattern's [SEP]: the second segment
+
+
+def test_encode_pattern_cuts_the_text_from_its_start_and_keeps_the_mask(reviews_mlm):
+    tok = reviews_mlm.tokenizer
+    text = ["the", "soup", "was", "dull", "."] * 20  # 100 words
+    ids, attention, where, _ = pnn.prompting.encode_pattern(tok, [text], "{x} it was [MASK] .", max_len=64)
+    assert ids.shape == (1, 64) and attention.all()
+    assert tok.decode(ids[0, 58:].tolist()) == [".", "it", "was", "[MASK]", ".", "[SEP]"]
+    assert int(where[0]) == 61
+    with pytest.raises(ValueError, match="one {x}"):
+        pnn.prompting.encode_pattern(tok, [text], "it was [MASK] [MASK] . {x}")
+
+
+def test_cloze_log_probs_is_the_verbalizer_of_one_forward_pass_in_any_batch_size(reviews_mlm):
+    from plmcourse.data import review_overall_task
+    model, tok = reviews_mlm.model, reviews_mlm.tokenizer
+    texts = [w for w, _ in review_overall_task(seed=1, n_test=20)["test"]]
+    inputs = pnn.prompting.encode_pattern(tok, texts, "{x} it was [MASK] .")
+    words = [[tok.stoi["terrible"], tok.stoi["awful"]], [tok.stoi["great"]]]
+    with torch.no_grad():
+        logits, _ = model(inputs[0], inputs[3], inputs[1])
+        whole = pnn.verbalizer_log_probs(logits, inputs[2], words)
+        torch.testing.assert_close(pnn.prompting.cloze_log_probs(model, inputs, words, batch_size=7), whole)
+
+
+def test_the_plain_cloze_reads_whole_reviews(reviews_mlm):
+    """The checkpoint's reason to exist: a cloze after a 3-5 sentence review gets its sentiment."""
+    from plmcourse.data import review_overall_task
+    tok = reviews_mlm.tokenizer
+    test = review_overall_task(seed=5, n_test=200)["test"]
+    inputs = pnn.prompting.encode_pattern(tok, [w for w, _ in test], "{x} it was [MASK] .")
+    with torch.no_grad():
+        log_p = pnn.prompting.cloze_log_probs(reviews_mlm.model, inputs, [[tok.stoi["terrible"]], [tok.stoi["great"]]])
+    assert (log_p.argmax(-1) == torch.tensor([y for _, y in test])).float().mean() > 0.75
+
+
+@pytest.mark.parametrize("soft", [False, True])
+def test_finetune_cloze_and_head_learn_their_training_set_and_leave_the_original_alone(reviews_mlm, soft):
+    import copy
+    from plmcourse.data import review_overall_task
+    model, tok = reviews_mlm.model, reviews_mlm.tokenizer
+    train = review_overall_task(seed=2, n_train=16)["train"]
+    labels = torch.tensor([y for _, y in train])
+    targets = torch.nn.functional.one_hot(labels, 2).float() if soft else labels
+    words = [[tok.stoi["terrible"]], [tok.stoi["great"]]]
+    inputs = pnn.prompting.encode_pattern(tok, [w for w, _ in train], "{x} it was [MASK] .")
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    torch.manual_seed(0)
+    tuned = pnn.prompting.finetune_cloze(copy.deepcopy(model), inputs, targets, words, steps=40, soft_labels=soft)
+    with torch.no_grad():
+        assert (pnn.prompting.cloze_log_probs(tuned, inputs, words).argmax(-1) == labels).all()
+    head = pnn.BertForSequenceClassification(copy.deepcopy(model.bert), 2)
+    plain = pnn.prompting.encode_pattern(tok, [w for w, _ in train], "{x}")
+    head = pnn.prompting.finetune_head(head, plain, targets, steps=60, lr=3e-3, soft_labels=soft)
+    with torch.no_grad():
+        assert (pnn.prompting.predict_head(head, plain).argmax(-1) == labels).float().mean() >= 0.9
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert not tuned.training and not head.training

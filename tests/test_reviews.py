@@ -65,3 +65,30 @@ def test_sentiment_task_split():
     seen = set(task["seen"])
     assert all(set(w) & seen for w, _ in task["train"])
     assert not any(set(w) & seen for w, _ in task["test_unseen"])
+
+
+def test_overall_task_is_balanced_deterministic_and_leaves_out_city_and_closing():
+    task = reviews.review_overall_task(seed=3, n_train=20, n_test=40, n_unlabelled=30)
+    assert task == reviews.review_overall_task(seed=3, n_train=20, n_test=40, n_unlabelled=30)
+    assert task["test"] != reviews.review_overall_task(seed=4, n_train=20, n_test=40, n_unlabelled=30)["test"]
+    assert [y for _, y in task["train"]].count(1) == 10 and [y for _, y in task["test"]].count(0) == 20
+    assert len(task["unlabelled"]) == 30 and all(isinstance(w, str) for w in task["unlabelled"][0])
+    giveaways = {"york", "delhi", "went", "penny", "again", "recommended", "avoid", "waste"}
+    for words, _ in task["train"] + task["test"]:
+        assert not giveaways & set(words)
+        assert 3 <= words.count(".") <= 5  # 3-5 sentences
+
+
+def test_overall_task_mixes_sentences_at_the_rate_asked():
+    """mixed=0: every sentiment word agrees with the label; mixed=0.2: about a fifth of the sentences do not."""
+    def disagreeing(mixed):
+        task = reviews.review_overall_task(seed=0, n_train=0, n_test=400, n_unlabelled=0, mixed=mixed)
+        against, sentences = 0, 0
+        for words, label in task["test"]:
+            for sentence in " ".join(words).split(" . "):
+                ws = set(sentence.split())
+                sentences += 1
+                against += bool(ws & set(reviews.NEGATIVE if label else reviews.POSITIVE))
+        return against / sentences
+    assert disagreeing(0.0) == 0.0
+    assert 0.15 < disagreeing(0.2) < 0.25
