@@ -27,7 +27,8 @@ print(_json.dumps({
     "head": {K: float(np.mean([results["head"][K, s] for s in SEEDS])) for K in SHOTS},
     "label search": float(np.mean(searched)), "demonstrations": {k: float(np.mean(v)) for k, v in with_demos.items()},
     "pet": {k: float(np.mean(v)) for k, v in pet.items()}, "self-training": self_training.mean(0).tolist(),
-    "spot": {k: float(np.mean(v)) for k, v in spot.items()}, "probe": {K: float(np.mean(v)) for K, v in probing.items()},
+    "spot": {k: float(np.mean(v)) for k, v in spot.items()}, "intermediate": float(np.mean(intermediate)),
+    "tie": [float(levels[True][0.5]), float(levels[False][0.5])], "probe": {K: float(np.mean(v)) for K, v in probing.items()},
 }))
 """
 
@@ -43,7 +44,7 @@ def run(seed):
     start = time.perf_counter()
     client.execute()
     seconds = time.perf_counter() - start
-    failed = [c.source.splitlines()[-1][:70] for c in nb.cells if c.cell_type == "code"
+    failed = [o.evalue[:80] or o.ename for c in nb.cells if c.cell_type == "code"
               for o in c.get("outputs", []) if o.output_type == "error"]
     outputs = [o for o in nb.cells[-1].outputs if o.output_type == "stream"]
     return (json.loads(outputs[-1]["text"]) if outputs else {}), failed, seconds
@@ -67,7 +68,9 @@ def main():
             "K=8 self-training by round": " ".join(f"{a:.3f}" for a in got.get("self-training", [])),
             "K=8 SPoT / random start": " / ".join(f"{got.get('spot', {}).get(k, nan):.3f}" for k in
                                                   ("start from the source task (SPoT)", "random start")),
+            "K=8 intermediate task, then prompt-based": round(got.get("intermediate", nan), 3),
             "label search (K=8)": round(got.get("label search", nan), 3),
+            "P(positive) at a tie, last sentence + / -": " / ".join(f"{v:.2f}" for v in got.get("tie", [])),
             "failed assertions": "; ".join(failed) or "none",
             "seconds": round(seconds, 1),
         })
@@ -76,8 +79,7 @@ def main():
         "title": "Notebook 10 over five seeds",
         "notes": "The notebook run top to bottom (grading cells left out) with SEED = 0-4: a new task draw "
                  "(review_overall_task(seed=SEED)) and draws SEED..SEED+4 of the K examples; every number is a "
-                 "mean over those 5 draws. 'failed assertions': the last line of each cell whose assertion did "
-                 "not hold.",
+                 "mean over those 5 draws. 'failed assertions': the message of each assertion that did not hold.",
         "rows": rows})
 
 

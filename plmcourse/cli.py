@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="autograde: notebooks graded at once (default: the number of CPU cores)")
     built = sub.add_parser("checkpoints", help="rebuild the course's shipped tiny BERT/GPT from their seeds")
     built.add_argument("step", choices=["build"])
-    built.add_argument("names", nargs="*", help="tiny-bert, tiny-gpt (default: all)")
+    built.add_argument("names", nargs="*", help="tiny-bert, tiny-bert-reviews, tiny-gpt (default: all)")
     args = parser.parse_args(argv)
     if args.command == "grade" and args.step != "export" and not args.assignment:
         parser.error(f"grade {args.step} needs an assignment name")

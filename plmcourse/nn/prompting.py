@@ -1,6 +1,15 @@
-"""Prompting with little data in PyTorch (notebook 10), the same names and conventions as
-`plmcourse.ref.prompting`: verbalizer_log_probs, pet_soft_labels, select_pseudo_labels.
-Everything runs on the device of its inputs."""
+"""Prompting with little data in PyTorch (notebook 10).
+
+The three exercises, with the same names and conventions as `plmcourse.ref.prompting`:
+    verbalizer_log_probs, pet_soft_labels, select_pseudo_labels
+and the machinery the notebook runs on:
+    encode_pattern(tokenizer, texts, pattern)    "{x} it was [MASK] ." -> ids, mask, mask positions, segments
+    cloze_log_probs(mlm, inputs, label_word_ids) class log-probabilities from a masked LM's cloze
+    finetune_cloze(mlm, inputs, labels, ...)     prompt-based fine-tuning (LM-BFF, PET): no new parameters
+    finetune_head(classifier, inputs, labels)    standard fine-tuning of a new head on [CLS]
+    predict_head(classifier, inputs)             that head's class log-probabilities
+Everything runs on the device of its inputs.
+"""
 
 from __future__ import annotations
 

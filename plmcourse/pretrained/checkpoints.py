@@ -1,8 +1,9 @@
-"""The course's own small checkpoints: a tiny BERT and a tiny GPT, pre-trained once and shipped.
+"""The course's own small checkpoints: two tiny BERTs and a tiny GPT, pre-trained once and shipped.
 
 Notebooks 04 and 05 pre-train a tiny BERT and a tiny GPT in about twenty seconds each.
-Later notebooks (sentence embeddings, PEFT, prompting, efficiency) start from such a
-model; they load this one, trained the same way for longer, instead of training it again.
+Later notebooks (sentence embeddings, PEFT, efficiency) start from such a model; they load
+this one, trained the same way for longer, instead of training it again. Notebook 10
+(prompting) loads tiny-bert-reviews: the same size, pre-trained on whole reviews.
 
     CHECKPOINTS          name -> Spec: model, configuration, data, seed, steps, learning rate
     build_checkpoint()   train one from its seed with plmcourse.train.train (CPU, 2-3 minutes)
@@ -21,7 +22,7 @@ how it was computed, the baselines it is to be compared with, and the training c
 
 Rebuild from the command line:
 
-    plmcourse checkpoints build              # both
+    plmcourse checkpoints build              # all of them
     plmcourse checkpoints build tiny-bert    # one
 """
 
@@ -385,6 +386,7 @@ def heldout_batch(checkpoint: Checkpoint):
     """The held-out data of `checkpoint`, on its model's device, exactly as at build time.
 
     tiny-bert: (inputs, segments, attention_mask, labels, is_next), each (1024, 26) or (1024,);
+    tiny-bert-reviews: the same five, each (1024, 64) or (1024,) (is_next is 0: no NSP);
     tiny-gpt:  windows (1080, 64) of the stored held-out text.
     Raises ValueError if that data no longer matches the file (e.g. the review corpus changed).
     """
