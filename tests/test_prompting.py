@@ -164,6 +164,8 @@ def test_encode_pattern_cuts_the_text_from_its_start_and_keeps_the_mask(reviews_
     assert int(where[0]) == 61
     with pytest.raises(ValueError, match="one {x}"):
         pnn.prompting.encode_pattern(tok, [text], "it was [MASK] [MASK] . {x}")
+    with pytest.raises(ValueError, match="leaving none for the text"):  # never text[-0:], the whole text
+        pnn.prompting.encode_pattern(tok, [text], "{x} it was [MASK] . {demos}", max_len=64, demonstrations=[text[:59]])
 
 
 def test_cloze_log_probs_is_the_verbalizer_of_one_forward_pass_in_any_batch_size(reviews_mlm):

@@ -62,7 +62,7 @@ def select_pseudo_labels(probs, per_class):
 
 
 def encode_pattern(tokenizer, texts, pattern, max_len=64, device=None, demonstrations=None):
-    """Fill a pattern with each text and make model inputs: (ids, attention_mask, mask_positions).
+    """Fill a pattern with each text and make model inputs: (ids, attention_mask, mask_positions, segment_ids).
 
     texts: word lists; pattern: words with "{x}" where the text goes and one "[MASK]",
     e.g. "{x} it was [MASK] ." or "{x} [SEP] it was [MASK] ." (a second segment);
@@ -80,6 +80,9 @@ def encode_pattern(tokenizer, texts, pattern, max_len=64, device=None, demonstra
     for i, text in enumerate(texts):
         demos = list(demonstrations[i]) if "{demos}" in words else []
         room = max_len - (len(words) - 1 - ("{demos}" in words)) - len(demos) - 2  # all but the text, [CLS], [SEP]
+        if room < 1:
+            raise ValueError(f"Row {i}: the pattern and its demonstrations take all {max_len} positions, "
+                             f"leaving none for the text; shorten the demonstrations.")
         filled = [w for p in words for w in (list(text)[-room:] if p == "{x}" else demos if p == "{demos}" else [p])]
         ids = [tokenizer.stoi["[CLS]"], *tokenizer.encode(filled), tokenizer.stoi["[SEP]"]]
         rows.append(ids)
