@@ -7,7 +7,7 @@ sentiment, which its adjectives, verbs and closing line share:
     we went to san francisco . the soup was superb , i loved it . what a stale menu .
     the waiter was pleasant and lovely . highly recommended .
 
-Two labelled tasks go with it, each with labels for only a few words, as real
+Three labelled tasks go with it; the first two label only a few words, as real
 tasks never cover the vocabulary:
 
 - `review_acceptability_task` (in the style of CoLA): is a sentence well formed
@@ -17,7 +17,9 @@ tasks never cover the vocabulary:
 - `review_sentiment_task`: is a lone sentence positive or negative? The reviews
   carry that signal too ("superb" comes with "loved", "stale" with "hated"), but a
   tiny model needs far more pre-training to pick it up than a notebook can spend;
-  it is kept for experiments.
+  it is kept for experiments (notebook 10 uses it as a source task).
+- `review_overall_task`: is a whole review of 3-5 sentences, some of them speaking
+  against it, positive overall? Notebook 10's few-shot task.
 
 City names of two words ("new york", "new delhi", "san diego", ...) serve notebook
 04's example of what predicting masked words independently gets wrong.
@@ -154,7 +156,8 @@ def review_overall_task(seed: int = 0, n_train: int = 64, n_test: int = 400, n_u
         train       n_train (words, label) pairs, half of each label (draw K per class from it)
         test        n_test pairs
         unlabelled  n_unlabelled reviews, words only (for PET and self-training)
-    Fixed by `seed`; the reviews are new ones, not those the checkpoints were trained on.
+    Fixed by `seed`. The reviews are drawn afresh from the same grammar, so whole sentences repeat
+    ones the checkpoints were trained on (as in notebook 04); the reviews as sequences do not.
     """
     rng = np.random.default_rng(seed)
 
