@@ -78,3 +78,31 @@ def write_result(name: str, payload: dict) -> Path:
 
 def read_results() -> dict:
     return {p.stem: json.loads(p.read_text()) for p in sorted(RESULTS_DIR.glob("*.json"))}
+
+
+def run_notebook_variant(notebook: Path, seed: int, report: str, replacements: dict | None = None):
+    """Run a source notebook top to bottom with `SEED = 0` replaced by `seed` (and any other
+    text replacements), its grading cells left out, then `report`, a cell that prints one JSON
+    line. Failed assertions are recorded, not hidden (allow_errors).
+
+    Returns (the report's JSON, the messages of the errors raised, seconds).
+    """
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(notebook, as_version=4)
+    nb.cells = [c for c in nb.cells if not c.metadata.get("nbgrader", {}).get("grade")]
+    for cell in nb.cells:
+        cell.source = cell.source.replace("SEED = 0 ", f"SEED = {seed} ")
+        for old, new in (replacements or {}).items():
+            cell.source = cell.source.replace(old, new)
+    nb.cells.append(nbformat.v4.new_code_cell(report))
+    client = NotebookClient(nb, kernel_name="python3", timeout=600, allow_errors=True,
+                            resources={"metadata": {"path": str(notebook.parent)}})
+    start = time.perf_counter()
+    client.execute()
+    seconds = time.perf_counter() - start
+    failed = [o.evalue[:80] or o.ename for c in nb.cells if c.cell_type == "code"
+              for o in c.get("outputs", []) if o.output_type == "error"]
+    outputs = [o for o in nb.cells[-1].outputs if o.output_type == "stream"]
+    return (json.loads(outputs[-1]["text"]) if outputs else {}), failed, seconds

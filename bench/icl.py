@@ -8,14 +8,9 @@ hidden (the run goes on past it, allow_errors).
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
 
-import nbformat
-from nbclient import NotebookClient
-
-from bench.common import write_result
+from bench.common import run_notebook_variant, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "course" / "source" / "11_in_context_learning" / "11_in_context_learning.ipynb"
@@ -41,29 +36,10 @@ VARIANTS = {  # name -> (seed, replacements in the notebook's source)
 }
 
 
-def run(seed, replacements):
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    nb.cells = [c for c in nb.cells if not c.metadata.get("nbgrader", {}).get("grade")]
-    for cell in nb.cells:
-        cell.source = cell.source.replace("SEED = 0 ", f"SEED = {seed} ")
-        for old, new in replacements.items():
-            cell.source = cell.source.replace(old, new)
-    nb.cells.append(nbformat.v4.new_code_cell(REPORT))
-    client = NotebookClient(nb, kernel_name="python3", timeout=600, allow_errors=True,
-                            resources={"metadata": {"path": str(NOTEBOOK.parent)}})
-    start = time.perf_counter()
-    client.execute()
-    seconds = time.perf_counter() - start
-    failed = [c.source.splitlines()[0][:60] for c in nb.cells if c.cell_type == "code"
-              for o in c.get("outputs", []) if o.output_type == "error"]
-    outputs = [o for o in nb.cells[-1].outputs if o.output_type == "stream"]
-    return (json.loads(outputs[-1]["text"]) if outputs else {}), failed, seconds
-
-
 def main():
     rows = []
     for name, (seed, replacements) in VARIANTS.items():
-        got, failed, seconds = run(seed, replacements)
+        got, failed, seconds = run_notebook_variant(NOTEBOOK, seed, REPORT, replacements)
         accuracy = got.get("accuracy", {})
         rows.append({
             "run": name,
@@ -84,7 +60,7 @@ def main():
         "title": "Notebook 11 over training seeds, and without its two choices",
         "notes": "The notebook run top to bottom (grading cells left out) with SEED replaced, then with seed 0 and "
                  "learned positions, and with GPT-2's init_std=0.02. Test sets are fixed (seeds 1001-1003). "
-                 "'failed cells': the first line of each cell whose assertion did not hold.",
+                 "'failed cells': the message of each assertion that did not hold.",
         "rows": rows})
 
 

@@ -8,14 +8,9 @@ cell reports the numbers the notebook asserts; a failed assertion is recorded, n
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
 
-import nbformat
-from nbclient import NotebookClient
-
-from bench.common import write_result
+from bench.common import run_notebook_variant, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "course" / "source" / "10_prompting" / "10_prompting.ipynb"
@@ -33,27 +28,10 @@ print(_json.dumps({
 """
 
 
-def run(seed):
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    nb.cells = [c for c in nb.cells if not c.metadata.get("nbgrader", {}).get("grade")]
-    for cell in nb.cells:
-        cell.source = cell.source.replace("SEED = 0 ", f"SEED = {seed} ")
-    nb.cells.append(nbformat.v4.new_code_cell(REPORT))
-    client = NotebookClient(nb, kernel_name="python3", timeout=600, allow_errors=True,
-                            resources={"metadata": {"path": str(NOTEBOOK.parent)}})
-    start = time.perf_counter()
-    client.execute()
-    seconds = time.perf_counter() - start
-    failed = [o.evalue[:80] or o.ename for c in nb.cells if c.cell_type == "code"
-              for o in c.get("outputs", []) if o.output_type == "error"]
-    outputs = [o for o in nb.cells[-1].outputs if o.output_type == "stream"]
-    return (json.loads(outputs[-1]["text"]) if outputs else {}), failed, seconds
-
-
 def main():
     rows = []
     for seed in range(5):
-        got, failed, seconds = run(seed)
+        got, failed, seconds = run_notebook_variant(NOTEBOOK, seed, REPORT)
         nan = float("nan")
         rows.append({
             "SEED": seed,

@@ -29,8 +29,6 @@ from plmcourse.grading.core import (
     judge_by_rules,
     hidden_salt,
     Check,
-    F32,
-    F64,
     Case,
     close,
     compare,
@@ -39,6 +37,8 @@ from plmcourse.grading.core import (
     expect_pair,
     first_match,
     to_numpy,
+    log_softmax,
+    tolerance_for,
 )
 from plmcourse.nn import models as course_models
 from plmcourse.nn import param_count as course_param_count
@@ -51,10 +51,6 @@ __all__ = [
 
 
 IGNORE = -100
-
-
-def _tolerance(dtype):
-    return F32 if dtype in (torch.float32, np.float32) else F64
 
 
 def _integer_array(got, what):
@@ -394,11 +390,6 @@ def _loss_seal(*course_functions):
 LOSS_SEAL = _loss_seal()
 
 
-def _log_softmax(x, axis=-1):
-    shifted = x - x.max(axis=axis, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
-
-
 def _loss_case(seed, shape, device, dtype=torch.float64, ignored=0.6, scale=2.0, none_counted=False,
                causal=False, padded=False, ignore_index=IGNORE):
     """Logits ~ N(0, scale^2) (B, T, V); targets in 0..V-1 with a fraction set to ignore_index
@@ -455,7 +446,7 @@ def _reference_loss(case):
 def _nll(logits, targets, axis=-1, ignore_index=IGNORE):
     """-log p(target) per position (0 where ignored) and the counted mask, float64 NumPy."""
     counted = targets != ignore_index
-    log_probs = _log_softmax(logits, axis)
+    log_probs = log_softmax(logits, axis)
     picked = np.take_along_axis(log_probs, np.where(counted, targets, 0)[..., None], -1)[..., 0]
     return np.where(counted, -picked, 0.0), counted
 
@@ -523,7 +514,7 @@ def _judge_loss(case, got, expected, name):
                     f"of log(softmax(...)), which is -inf where a probability underflows to 0 (and exp "
                     f"overflows if no max is subtracted)")
         return f"the loss is {value}"
-    tolerance = _tolerance(case.data["dtype"])
+    tolerance = tolerance_for(case.data["dtype"])
     if not close(np.array(value), np.array(expected_value), **tolerance):
         problem = (f"the loss is {value:.6g}, expected {expected_value:.6g} "
                    f"(torch.nn.functional.cross_entropy{' on shifted targets' if case.data['causal'] else ''})")

@@ -53,6 +53,9 @@ __all__ = [
     "Remote",
     "F64",
     "F32",
+    "tolerance_for",
+    "dtype_name",
+    "log_softmax",
     "to_numpy",
     "describe",
     "expect_array",
@@ -103,6 +106,22 @@ def _student_frames(tb):
 # float32 ones to ~1e-6. Every mistake we know of is off by far more than either.
 F64 = {"atol": 1e-9, "rtol": 1e-7}
 F32 = {"atol": 2e-5, "rtol": 2e-4}
+
+
+def tolerance_for(dtype):
+    """F32 for float32 inputs (torch or NumPy), F64 otherwise."""
+    return F32 if dtype in (torch.float32, np.float32) else F64
+
+
+def dtype_name(dtype):
+    """'float32' for torch.float32 as for np.float32: the name a message shows."""
+    return str(dtype).replace("torch.", "")
+
+
+def log_softmax(x, axis=-1):
+    """The judges' NumPy log-softmax (shifted by the max, so large logits stay finite)."""
+    shifted = x - x.max(axis=axis, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
 
 
 # ----------------------------------------------------------------------------

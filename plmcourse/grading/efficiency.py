@@ -54,8 +54,6 @@ import numpy as np
 import torch
 
 from plmcourse.grading.core import (
-    F32,
-    F64,
     Case,
     Check,
     compare,
@@ -64,6 +62,9 @@ from plmcourse.grading.core import (
     first_match,
     hidden_salt,
     to_numpy,
+    log_softmax,
+    tolerance_for,
+    dtype_name,
 )
 from plmcourse.grading.sentence_embeddings import _scalar_problem
 from plmcourse.nn import distillation as nn_distillation
@@ -71,19 +72,6 @@ from plmcourse.nn import quantization as nn_quantization
 from plmcourse.ref import efficiency as ref_efficiency
 
 __all__ = ["check_distillation_loss", "check_quantize_int8", "check_dequantize"]
-
-
-def _dtype_name(dtype):
-    return str(dtype).replace("torch.", "")
-
-
-def _tolerance(dtype):
-    return F32 if dtype in (torch.float32, np.float32) else F64
-
-
-def _log_softmax(x, axis=-1):
-    shifted = x - x.max(axis=axis, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
 
 
 def _torch_functions(*names):
@@ -140,7 +128,7 @@ def _distillation_case(seed, B, C, device, *, temperature=None, alpha=None, keyw
             kwargs["temperature"] = temperature
         if alpha is not None:
             kwargs["alpha"] = alpha
-    label = f"seed {seed}: logits of shape ({B}, {C}) {_dtype_name(dtype)}"
+    label = f"seed {seed}: logits of shape ({B}, {C}) {dtype_name(dtype)}"
     label += (", temperature not passed (2.0)" if temperature is None else
               f", temperature={temperature:g}" + (" (keyword)" if "temperature" in kwargs else ""))
     label += (", alpha not passed (0.5)" if alpha is None else
@@ -210,8 +198,8 @@ def _distillation_numpy(s, t, y, T, alpha, *, power=2, reverse=False, student_T=
             return x
         return x * T if multiply else x / T
 
-    log_p_s = _log_softmax(soften(s, student_T), axis)
-    log_p_t = _log_softmax(soften(t, teacher_T), axis)
+    log_p_s = log_softmax(soften(s, student_T), axis)
+    log_p_t = log_softmax(soften(t, teacher_T), axis)
     if probabilities:  # F.kl_div(softmax(student / T), ...): sum p_t (log p_t - p_s)
         per = (np.exp(log_p_t) * (log_p_t - np.exp(log_p_s))).sum(-1)
     elif reverse:
@@ -220,7 +208,7 @@ def _distillation_numpy(s, t, y, T, alpha, *, power=2, reverse=False, student_T=
         per = (np.exp(log_p_t) * (log_p_t - log_p_s)).sum(-1)
     per = sign * per
     soft = {"batchmean": per.mean(), "sum": per.sum(), "mean": per.sum() / (B * C)}[kl]
-    nll = -_log_softmax(s / T if ce_T else s, ce_axis)[np.arange(B), y]
+    nll = -log_softmax(s / T if ce_T else s, ce_axis)[np.arange(B), y]
     hard = nll.sum() if ce == "sum" else nll.mean()
     a_soft, a_hard = (1 - alpha, alpha) if swap else (alpha, 1 - alpha)
     if weights is not None:
@@ -356,7 +344,7 @@ def _judge_distillation(case, got, expected):
                     f"F.kl_div(..., log_target=True)) and F.cross_entropy, which subtract the max first")
         return (f"the loss is {value}: F.kl_div's target must be probabilities unless log_target=True "
                 f"(log-probabilities as target without it take the log of negative numbers)")
-    tolerance = _tolerance(d["dtype"])
+    tolerance = tolerance_for(d["dtype"])
     problem = _scalar_problem(value, expected_value, tolerance, "the loss", _distillation_mistakes(d, case.tags))
     if problem:
         return problem
@@ -374,7 +362,7 @@ def _judge_distillation_gradients(case, expected_grad, tolerance):
     problem = compare(grad_s, expected_grad, **tolerance, what="the gradient with respect to student_logits")
     if problem:
         s, y, B = d["s"], d["labels"], len(d["s"])
-        hard_only = np.exp(_log_softmax(s))
+        hard_only = np.exp(log_softmax(s))
         hard_only[np.arange(B), y] -= 1.0
         hard_only *= (1 - d["alpha"]) / B
         if d["alpha"] != 0 and compare(grad_s, hard_only, **tolerance) is None:
@@ -566,7 +554,7 @@ def _quantize_case(seed, shape, device, *, dim="omitted", dtype=torch.float64, k
             kwargs["dim"] = dim
         else:
             args = (w_t, dim)
-    label = f"seed {seed}: w of shape {tuple(shape)} {_dtype_name(dtype)}, "
+    label = f"seed {seed}: w of shape {tuple(shape)} {dtype_name(dtype)}, "
     label += "dim not passed (None)" if dim == "omitted" else f"dim={dim}" + (" (keyword)" if "dim" in kwargs else "")
     notes = {"exact halves of a step": kind == "halves", "one large outlier": kind == "outlier",
              "integers in [-127, 127], absmax 127": kind == "integers", "all zeros": kind == "zeros",
@@ -574,7 +562,7 @@ def _quantize_case(seed, shape, device, *, dim="omitted", dtype=torch.float64, k
              f"{zero_slices} all-zero {'row' if axis is None else 'slice'}{'s' if zero_slices > 1 else ''}":
                  zero_slices > 0}
     label += "".join(f", {note}" for note, on in notes.items() if on)
-    tags = {kind, _dtype_name(dtype)}
+    tags = {kind, dtype_name(dtype)}
     tags |= {"negative absmax"} if kind != "zeros" and _negative_absmax(w, axis) else set()
     tags |= {"zero slice"} if zero_slices or kind == "zeros" else set()
     data = {"w": w, "dim": None if dim == "omitted" else dim, "axis": axis, "dtype": dtype, "np_dtype": np_dtype,
@@ -791,7 +779,7 @@ def _judge_scale(case, scale, expected):
         return problem
     got = to_numpy(scale).astype(np.float64)
     want = expected["scale"].astype(np.float64)
-    tolerance = _tolerance(d["dtype"])
+    tolerance = tolerance_for(d["dtype"])
     problem = compare(got, want, **tolerance, what="scale")
     if problem is None:
         return None
@@ -929,10 +917,10 @@ def _dequantize_case(seed, shape, device, *, dim=None, dtype=torch.float64, zero
     q, scale = ref_efficiency.quantize_int8(w.astype(np_dtype), dim)
     q_t = torch.tensor(np.asarray(q), dtype=torch.int8, device=device)
     scale_t = torch.tensor(np.asarray(scale), dtype=dtype, device=device)
-    label = (f"seed {seed}: q of shape {tuple(shape)}, scale of shape {tuple(scale_t.shape)} {_dtype_name(dtype)}"
+    label = (f"seed {seed}: q of shape {tuple(shape)}, scale of shape {tuple(scale_t.shape)} {dtype_name(dtype)}"
              + (" (one per index along dim " + str(dim) + ")" if dim is not None else ""))
     label += ", the scale 0 (w all zeros)" if zero else ", one scale entry 0" if zero_slice else ""
-    tags = {_dtype_name(dtype)} | ({"zero scale"} if zero or zero_slice else set())
+    tags = {dtype_name(dtype)} | ({"zero scale"} if zero or zero_slice else set())
     data = {"q": np.asarray(q), "scale": np.asarray(scale), "dtype": dtype, "dim": dim, "device": q_t.device}
     return Case(label, (q_t, scale_t), tags=frozenset(tags), data=data)
 
@@ -1002,7 +990,7 @@ def _judge_dequantize(case, got, expected):
     if np.any(zero & ~np.isfinite(values)):
         return (f"the result is {values[zero & ~np.isfinite(values)].flat[0]} where the scale is 0: dequantizing "
                 f"multiplies, q · scale, which is 0 there (a division by the scale gives 0 / 0)")
-    tolerance = _tolerance(d["dtype"])
+    tolerance = tolerance_for(d["dtype"])
     problem = compare(values, expected, **tolerance, what="the result")
     if problem is None:
         return None

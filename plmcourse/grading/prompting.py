@@ -44,8 +44,6 @@ import numpy as np
 import torch
 
 from plmcourse.grading.core import (
-    F32,
-    F64,
     Case,
     Check,
     compare,
@@ -54,6 +52,9 @@ from plmcourse.grading.core import (
     first_match,
     hidden_salt,
     to_numpy,
+    log_softmax,
+    tolerance_for,
+    dtype_name,
 )
 from plmcourse.nn import prompting as nn_prompting
 from plmcourse.ref import prompting as ref_prompting
@@ -61,21 +62,8 @@ from plmcourse.ref import prompting as ref_prompting
 __all__ = ["check_verbalizer_log_probs", "check_pet_soft_labels", "check_select_pseudo_labels"]
 
 
-def _dtype_name(dtype):
-    return str(dtype).replace("torch.", "")
-
-
-def _tolerance(dtype):
-    return F32 if dtype == torch.float32 else F64
-
-
-def _log_softmax(x, axis=-1):
-    shifted = x - x.max(axis=axis, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
-
-
 def _softmax(x, axis=-1):
-    return np.exp(_log_softmax(x, axis))
+    return np.exp(log_softmax(x, axis))
 
 
 def _expect_float_tensor(got, like, name):
@@ -127,11 +115,11 @@ def _verbalizer_case(seed, words, positions, T, V, device, *, dtype=torch.float6
                 logits[b, positions[b], ids] += offset
     logits_t = torch.tensor(logits, dtype=dtype, device=device)
     words = [[int(w) for w in ids] for ids in words]
-    label = (f"seed {seed}: logits of shape ({B}, {T}, {V}) {_dtype_name(dtype)}, mask_positions "
+    label = (f"seed {seed}: logits of shape ({B}, {T}, {V}) {dtype_name(dtype)}, mask_positions "
              f"{positions.tolist()}, label_word_ids {words}")
     notes = {"large logits (class scores up to ±900 apart)": large}
     label += "".join(f", {note}" for note, on in notes.items() if on)
-    tags = {_dtype_name(dtype)} | ({"large logits"} if large else set())
+    tags = {dtype_name(dtype)} | ({"large logits"} if large else set())
     data = {"logits": to_numpy(logits_t).astype(np.float64), "positions": positions, "words": words,
             "dtype": dtype, "large": large}
     return Case(label, (logits_t, torch.tensor(positions, device=device), words), tags=frozenset(tags), data=data)
@@ -217,7 +205,7 @@ def _verbalizer_mistakes(d):
         return np.stack([reduce(x[:, ids[:1] if first else ids], axis=-1) for ids in words], axis=-1)
 
     def log_softmax_of(x, **kwargs):
-        return lambda: (_log_softmax(scores(x, **kwargs)),)
+        return lambda: (log_softmax(scores(x, **kwargs)),)
 
     right = scores(at)
     if np.any(pos != 0):
@@ -226,11 +214,11 @@ def _verbalizer_mistakes(d):
         yield VB_LAST, log_softmax_of(L[:, T - 1])
     if np.any(pos != pos[0]):
         yield VB_SAME_ROW, log_softmax_of(L[:, pos[0]])
-    yield VB_VOCAB, lambda: (scores(_log_softmax(at)),)
+    yield VB_VOCAB, lambda: (scores(log_softmax(at)),)
     yield VB_VOCAB, lambda: (np.log(scores(_softmax(at))),)
     yield VB_VOCAB, lambda: (scores(_softmax(at)),)
     if any(len(ids) > 1 for ids in words):
-        yield VB_VOCAB_MEAN_P, lambda: (_log_softmax(np.log(scores(_softmax(at)))),)
+        yield VB_VOCAB_MEAN_P, lambda: (log_softmax(np.log(scores(_softmax(at)))),)
         yield VB_VOCAB_MEAN_P, lambda: (_softmax(np.log(scores(_softmax(at)))),)
         yield VB_MAX, log_softmax_of(at, reduce=np.max)
         yield VB_SUM, log_softmax_of(at, reduce=np.sum)
@@ -238,7 +226,7 @@ def _verbalizer_mistakes(d):
     yield VB_PROBABILITIES, lambda: (_softmax(right),)
     yield VB_NO_LOG_SOFTMAX, lambda: (right,)
     if B > 1:
-        yield VB_BATCH_AXIS, lambda: (_log_softmax(right, axis=0),)
+        yield VB_BATCH_AXIS, lambda: (log_softmax(right, axis=0),)
     yield VB_UNIFORM, lambda: (np.full((B, C), -np.log(C)),)
     if max(max(ids) for ids in words) < T:
         yield VB_SWAPPED, log_softmax_of(L[rows, :, pos])  # (B, T): position t stands for token t
@@ -271,7 +259,7 @@ def _judge_verbalizer(case, got, expected):
     if tuple(got.shape) != expected.shape:
         return _verbalizer_shape_problem(tuple(got.shape), d)
     values = to_numpy(got).astype(np.float64)
-    tolerance = _tolerance(d["dtype"])
+    tolerance = tolerance_for(d["dtype"])
     problem = compare(values, expected, **tolerance, what="the result")
     if problem is None:
         return None
@@ -362,7 +350,7 @@ def _pet_case(seed, P, N, C, device, *, weights=None, pass_none=False, temperatu
     weights None: not passed (pass_none: passed as None); temperature None: not passed. Positional where
     the signature allows it, unless keyword."""
     rng = np.random.default_rng(seed)
-    scores = _log_softmax(rng.standard_normal((P, N, C)) * scale)
+    scores = log_softmax(rng.standard_normal((P, N, C)) * scale)
     scores_t = torch.tensor(scores, dtype=dtype, device=device)
     weights_t = None if weights is None else torch.tensor(weights, dtype=dtype, device=device)
     args, kwargs = [scores_t], {}
@@ -376,7 +364,7 @@ def _pet_case(seed, P, N, C, device, *, weights=None, pass_none=False, temperatu
         if temperature is not None:
             args.append(temperature)
     T = DEFAULT_TEMPERATURE if temperature is None else temperature
-    label = f"seed {seed}: pattern_log_probs of shape ({P}, {N}, {C}) {_dtype_name(dtype)}"
+    label = f"seed {seed}: pattern_log_probs of shape ({P}, {N}, {C}) {dtype_name(dtype)}"
     if weights is None and pass_none:
         label += ", weights=None" + (" (keyword)" if "weights" in kwargs else "")
     elif weights is None:
@@ -387,7 +375,7 @@ def _pet_case(seed, P, N, C, device, *, weights=None, pass_none=False, temperatu
     label += (", temperature not passed (2.0)" if temperature is None else
               f", temperature={temperature:g}" + (" (keyword)" if "temperature" in kwargs else ""))
     w = None if weights is None else np.asarray(weights, dtype=np.float64)
-    tags = {_dtype_name(dtype)}
+    tags = {dtype_name(dtype)}
     tags |= {"default temperature"} if temperature is None else set()
     tags |= {"weights not passed"} if weights is None and not pass_none else set()
     tags |= {"weights None"} if pass_none else set()
@@ -483,7 +471,7 @@ def _pet_mistakes(d, tags):
             yield PET_ON_CLASSES, lambda: (_softmax((s * w).sum(axis=0) / T),)
     if s.shape[1] > 1:
         yield PET_AXIS, lambda: (_softmax(mean / T, axis=0),)
-    yield PET_LOG, lambda: (_log_softmax(mean / T),)
+    yield PET_LOG, lambda: (log_softmax(mean / T),)
     yield PET_NO_SOFTMAX, lambda: (mean / T,)
 
 
@@ -510,7 +498,7 @@ def _judge_pet(case, got, expected):
     if tuple(got.shape) != expected.shape:
         return _pet_shape_problem(tuple(got.shape), d)
     values = to_numpy(got).astype(np.float64)
-    tolerance = _tolerance(d["dtype"])
+    tolerance = tolerance_for(d["dtype"])
     problem = compare(values, expected, **tolerance, what="the result")
     if problem is None:
         return None
@@ -619,12 +607,12 @@ def _select_case(seed, probs, per_class, device, *, dtype=torch.float64, keyword
     N, C = values.shape
     args, kwargs = ((probs_t,), {"per_class": per_class}) if keyword else ((probs_t, per_class), {})
     counts = np.bincount(values.argmax(-1), minlength=C)
-    tags = {_dtype_name(dtype)}
+    tags = {dtype_name(dtype)}
     tags |= {"a class with fewer than per_class"} if counts.min() < per_class else set()
     tags |= {"a class never predicted"} if counts.min() == 0 else set()
     tags |= {"ties at the cut"} if any(len(optional) > need - len(required)
                                        for _, required, optional, need in _per_class(values, per_class)) else set()
-    label = (f"seed {seed}: probs of shape ({N}, {C}) {_dtype_name(dtype)}, per_class={per_class}"
+    label = (f"seed {seed}: probs of shape ({N}, {C}) {dtype_name(dtype)}, per_class={per_class}"
              + (" (keyword)" if keyword else "") + f", predicted per class {counts.tolist()}"
              + (", confidences tied at the cut" if "ties at the cut" in tags else ""))
     return Case(label, args, kwargs, tags=frozenset(tags), data={"probs": values, "per_class": per_class})

@@ -60,6 +60,7 @@ from plmcourse.grading.core import (
     expect_array_pair,
     first_match,
     to_numpy,
+    log_softmax,
 )
 from plmcourse.nn import probing as nn_probing
 from plmcourse.nn import sentence_embeddings as nn_sentence_embeddings
@@ -1042,11 +1043,6 @@ def _info_nce_reference(case):
     return value, [grads[id(t)].numpy() for t in leaves]
 
 
-def _log_softmax(x, axis=-1):
-    shifted = x - x.max(axis=axis, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
-
-
 def _nce_numpy(z1, candidates, tau, *, cosine=True, scale=None, axis=1, targets=None, reduce="mean",
                with_positive=True, normalise_axis=-1):
     """The InfoNCE loss in float64 NumPy, with the switches that reproduce known mistakes."""
@@ -1065,7 +1061,7 @@ def _nce_numpy(z1, candidates, tau, *, cosine=True, scale=None, axis=1, targets=
         top = others.max(axis=1)
         per_row = -positive + top + np.log(np.exp(others - top[:, None]).sum(axis=1))
     else:
-        per_row = -_log_softmax(logits, axis=axis)[rows, columns]
+        per_row = -log_softmax(logits, axis=axis)[rows, columns]
     return np.array(per_row.sum() if reduce == "sum" else per_row.mean())
 
 

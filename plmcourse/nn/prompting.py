@@ -114,6 +114,11 @@ def cloze_log_probs(mlm, inputs, label_word_ids, batch_size=256):
     return torch.cat(out)
 
 
+def _classification_loss(log_p, target, soft_labels):
+    """Cross-entropy of (b, C) log-probabilities against class ids, or against (b, C) probabilities."""
+    return -(target * log_p).sum(-1).mean() if soft_labels else torch.nn.functional.nll_loss(log_p, target)
+
+
 def _finetune(model, loss_on, n, steps, lr, batch_size, seed):
     """AdamW on `loss_on(rows)` for `steps` steps of `batch_size` rows drawn from n examples."""
     from plmcourse.train import train  # here: plmcourse.train imports plmcourse.nn
@@ -138,8 +143,7 @@ def finetune_cloze(mlm, inputs, labels, label_word_ids, steps=30, lr=1e-3, batch
     def loss_on(rows):
         logits, _ = mlm(ids[rows], segment_ids[rows], attention_mask[rows])
         log_p = verbalizer_log_probs(logits, mask_positions[rows], label_word_ids)  # (b, C)
-        target = labels[rows]
-        return -(target * log_p).sum(-1).mean() if soft_labels else torch.nn.functional.nll_loss(log_p, target)
+        return _classification_loss(log_p, labels[rows], soft_labels)
 
     return _finetune(mlm, loss_on, len(ids), steps, lr, batch_size, seed)
 
@@ -153,8 +157,7 @@ def finetune_head(classifier, inputs, labels, steps=30, lr=1e-3, batch_size=16, 
 
     def loss_on(rows):
         log_p = torch.log_softmax(classifier(ids[rows], None, attention_mask[rows]), dim=-1)
-        target = labels[rows]
-        return -(target * log_p).sum(-1).mean() if soft_labels else torch.nn.functional.nll_loss(log_p, target)
+        return _classification_loss(log_p, labels[rows], soft_labels)
 
     return _finetune(classifier, loss_on, len(ids), steps, lr, batch_size, seed)
 
