@@ -47,7 +47,9 @@ if os.environ.get("PLMCOURSE_RUN_DEMOS") != "1":
 c.OverwriteCells.add_missing_cells = True
 
 # `plmcourse grade autograde` runs each kernel in a sandbox without network, loopback
-# included, so kernel and nbgrader talk over Unix sockets in a directory it names.
+# included, so kernel and nbgrader talk over Unix sockets named in a directory it gives. The
+# kernel makes them in its own size-capped tmpfs; that directory on the host holds only the
+# launcher's links to them (plmcourse.autograde.sandbox.run_sandboxed).
 ipc_dir = os.environ.get("PLMCOURSE_IPC_DIR")
 if ipc_dir:
     c.KernelManager.transport = "ipc"
@@ -61,3 +63,19 @@ from nbgrader.preprocessors import GetGrades  # noqa: E402
 from plmcourse.autograde.nbgrader_ext import SanitizeFeedback  # noqa: E402
 
 c.GenerateFeedback.preprocessors = [GetGrades, SanitizeFeedback, CSSHTMLHeaderPreprocessor]
+
+# A second net under plmcourse.autograde.inert, which has already made every autograded notebook
+# inert: nbconvert's own sanitising of outputs (no JavaScript or widget outputs at all; nbgrader's
+# feedback and formgrader templates render markdown cells without it), with the course's
+# allow-list as its filter, since nbconvert's default one turns honest headings, paragraphs,
+# images and table headers into visible tags. The formgrader reads this file too, when Jupyter
+# runs in course/.
+from nbconvert.exporters import HTMLExporter  # noqa: E402
+
+if "sanitize_html" in HTMLExporter.class_trait_names():
+    c.HTMLExporter.sanitize_html = True
+    c.HTMLExporter.filters = {"clean_html": "plmcourse.autograde.inert.clean_html"}
+
+# The export adds a `flags` column: what the grader flagged for a person to look at in each
+# submission (plmcourse.autograde.review; `plmcourse grade review ASSIGNMENT` lists them).
+c.ExportApp.plugin_class = "plmcourse.autograde.nbgrader_ext.CsvExportWithFlags"

@@ -41,29 +41,42 @@ def release(args: argparse.Namespace) -> int:
 def grade(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from plmcourse.autograde import workflow
+    from plmcourse.autograde import review, workflow
+    from plmcourse.autograde.evidence import one_line
+
+    def say(step, text):
+        # Much of what the steps report quotes a submission (file names, nbgrader's account of a
+        # student's error): each line reaches the terminal as one escaped line.
+        for line in str(text).splitlines():
+            print(one_line(f"{step}: {line}" if step else line, 2000))
 
     course = Path(args.course)
     if args.step in ("collect", "all"):
-        report = workflow.collect(course, args.assignment, Path(args.folder))
-        print(report)
+        say("", workflow.collect(course, args.assignment, Path(args.folder)))
     if args.step in ("autograde", "all"):
         for line in workflow.prepare_submissions(course, args.assignment, args.student):
-            print(f"autograde: {line}")
+            say("autograde", line)
         done = workflow.autograde(course, args.assignment, use_sandbox=not args.no_sandbox,
                                   memory=int(args.memory_gb * 1024 ** 3), student=args.student,
                                   jobs=args.jobs)
-        for line in done.stdout.splitlines():
-            print(f"judge: {line}")
-        print(done.stderr if done.returncode else "autograde: done")
+        say("judge", done.stdout)
+        say("", done.stderr if done.returncode else "autograde: done")
     if args.step in ("feedback", "all"):
         done = workflow.feedback(course, args.assignment)
-        print(done.stderr if done.returncode else f"feedback: written to {course / 'feedback'}")
+        say("", done.stderr if done.returncode else f"feedback: written to {course / 'feedback'}")
         for line in workflow.clean_graded_folders(course, args.assignment, args.student):
-            print(f"feedback: {line}")
+            say("feedback", line)
     if args.step in ("export", "all"):
         done = workflow.export(course, args.to)
-        print(done.stderr if done.returncode else f"export: grades written to {course / args.to}")
+        say("", done.stderr if done.returncode else f"export: grades written to {course / args.to}")
+    if args.step in ("review", "all"):
+        for line in review.review_table(course, args.assignment):
+            say("review", line)
+        rows = review.read_review(course, args.assignment)
+        if rows:
+            written = review.write_rows(rows, Path(args.csv)) if args.csv else \
+                review.review_folder(course) / f"{args.assignment}.csv"
+            say("review", f"the table is in {written}")
     return 0
 
 
@@ -86,8 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     rel.add_argument("--course", default="course", help="the nbgrader course directory")
     rel.add_argument("--repo", metavar="OWNER/NAME",
                      help="a fork: rewrite the GitHub, Binder and Colab links to this repository first")
-    graded = sub.add_parser("grade", help="collect, autograde (sandboxed, judged outside the kernel), feedback, export")
-    graded.add_argument("step", choices=["collect", "autograde", "feedback", "export", "all"])
+    graded = sub.add_parser("grade", help="collect, autograde (sandboxed, judged outside the kernel), feedback, "
+                                          "export, review (the flags, most suspicious first)")
+    graded.add_argument("step", choices=["collect", "autograde", "feedback", "export", "review", "all"])
     graded.add_argument("assignment", nargs="?", help="e.g. 03_attention (not needed for export)")
     graded.add_argument("folder", nargs="?", help="collect/all: the folder of exported submissions")
     graded.add_argument("--course", default="course", help="the nbgrader course directory")
@@ -95,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     graded.add_argument("--memory-gb", type=float, default=4.0, help="memory ceiling per notebook")
     graded.add_argument("--to", default="grades.csv", help="export: the CSV file, inside the course")
     graded.add_argument("--student", help="autograde: only this student (default: everyone)")
+    graded.add_argument("--csv", help="review: also write the table to this CSV file")
     graded.add_argument("--jobs", type=int, default=None,
                         help="autograde: notebooks graded at once (default: the number of CPU cores)")
     built = sub.add_parser("checkpoints", help="rebuild the course's shipped tiny BERT/GPT from their seeds")

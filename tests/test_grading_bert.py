@@ -95,6 +95,28 @@ def test_statistical_tolerances_are_wide_for_a_correct_answer():
     assert abs(chosen - 0.15) < 0.004 and abs(masked - 0.8) < 0.01
 
 
+def test_a_binomial_alarm_is_as_rare_as_stated(monkeypatch):
+    """unlikely_count's exact tails: at a cheaper ALARM of 0.01, honest binomial counts raise it at most that
+    often (the rules use 1e-6, too rare to see, with the same code)."""
+    from plmcourse.grading import core
+    monkeypatch.setattr(core, "ALARM", 0.01)
+    rng = np.random.default_rng(0)
+    for n, p in ((400, 0.15), (23000, 0.0225), (500, 0.5)):
+        alarms = sum(core.unlikely_count(k, n, p) is not None for k in rng.binomial(n, p, size=20000))
+        assert alarms / 20000 <= 0.01 * 1.25, (n, p, alarms)
+    assert core.unlikely_count(0, 500, 0.15) == "low" and core.unlikely_count(150, 500, 0.15) == "high"
+
+
+def test_the_spread_group_is_powerful_enough_and_honest_answers_rarely_trip_it():
+    """An exact count trips the spread rule for sure; an honest one with probability q ** SPREAD < 1e-6."""
+    from plmcourse.grading.core import ALARM, binomial_tails
+    low, _ = binomial_tails(61, 400, 0.15)
+    below, _ = binomial_tails(58, 400, 0.15)
+    assert (low - below) ** checks.SPREAD < ALARM
+    message = str(failure(check_mlm_mask, find_mistake(CATALOGUE, "check_mlm_mask", "exactly round(p * n) per row")))
+    assert "an exact count is chosen" in message
+
+
 def test_the_set_hint_needs_specials_kept_out_when_they_came_as_a_list():
     # An answer that never excludes specials fails on the first case (a list): no word about sets.
     message = str(failure(check_mlm_mask, mistake("check_mlm_mask", "specials chosen")))

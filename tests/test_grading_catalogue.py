@@ -24,7 +24,7 @@ import nbformat
 import pytest
 
 from conftest import COURSE
-from plmcourse.autograde import sandbox
+from plmcourse.autograde import review, sandbox
 from plmcourse.release import solution_cells, solved_release
 
 pytestmark = [pytest.mark.nbgrader,
@@ -285,8 +285,52 @@ def test_grading_again_gives_the_same_grades(graded):
     assert after == before
 
 
-def test_an_honest_submission_is_not_flagged(graded):
-    """The course's own cells (e.g. the Colab cell reads sys.modules) never flag a student."""
-    _, report, _ = graded
-    assert "correct" in CATALOGUE
-    assert not [line for line in report.splitlines() if line.startswith("judge: correct:")], report
+def test_an_honest_submission_is_flagged_only_for_being_the_course_s_own_code(graded):
+    """The course's own cells (e.g. the Colab cell reads sys.modules) never flag a student; "correct"
+    hands in the course's solution itself, which is what its only flags say."""
+    course, report, _ = graded
+    lines = [line for line in report.splitlines() if line.startswith("judge: correct:")]
+    assert lines and all("the course's solution" in line for line in lines), lines
+    rows = [row for row in review.read_review(course, ASSIGNMENT) if row["student"] == "correct"]
+    assert rows and {row["source"] for row in rows} == {"course"}
+    assert all(float(row["similarity"]) >= 0.95 for row in rows)
+
+
+def test_every_flag_reaches_the_gradebook_the_review_table_and_the_export(graded):
+    """An instructor who runs `grade all` and never reads the terminal still sees each flag."""
+    from nbgrader.api import Gradebook
+
+    course, report, _ = graded
+    student = "reads-source-writes-gradebook"  # its cell mentions source/ and the gradebook
+    rows = [row for row in review.read_review(course, ASSIGNMENT) if row["student"] == student]
+    assert any("gradebook" in row["evidence"] for row in rows), rows
+    assert "review: student" in report and any(line.startswith(f"review: {student}") for line in report.splitlines())
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        flagged = {row["exercise"] for row in rows}
+        for exercise in flagged:
+            grade = gradebook.find_grade(f"test_{exercise}", ASSIGNMENT, ASSIGNMENT, student)
+            comment = gradebook.find_comment(exercise, ASSIGNMENT, ASSIGNMENT, student)
+            assert grade.needs_manual_grade, exercise
+            assert "Flagged for review" in comment.comment
+        honest = gradebook.find_grade("test_causal_mask", ASSIGNMENT, ASSIGNMENT, "correct")
+        assert not honest.needs_manual_grade  # causal_mask is one np.tril: too short to say anything
+    with open(course / "grades.csv", newline="") as f:
+        exported = {row["student_id"]: row for row in csv.DictReader(f) if row["assignment"] == ASSIGNMENT}
+    assert "gradebook" in exported[student]["flags"]
+    assert exported["empty-notebook"]["flags"] == ""
+
+
+def test_a_failed_hidden_case_shows_its_values_in_the_comment_not_in_the_kernel(graded):
+    """partial-visible-only fails hidden cases only: its notebook's output (what the kernel was told)
+    has no expected values; the gradebook comment, written by the grader, has the whole sentence."""
+    from nbgrader.api import Gradebook
+
+    course, _, _ = graded
+    student = "partial-visible-only"
+    graded_nb = nbformat.read(course / "autograded" / student / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+    told = [o for c in graded_nb.cells for o in c.get("outputs", []) if "check_causal_mask failed" in str(o)]
+    assert told and "hidden case" in str(told[0])
+    assert not any(f"expected {value}" in str(told[0]) for value in ("True", "False", "1", "0"))
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        comment = gradebook.find_comment("causal_mask", ASSIGNMENT, ASSIGNMENT, student).comment
+    assert "check_causal_mask failed on case" in comment and "expected" in comment

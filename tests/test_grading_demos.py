@@ -25,6 +25,8 @@ from plmcourse.autograde.nbgrader_ext import ExecuteSkippingDemos
     ("!ls -l", set(), set()),
     ("ip = get_ipython()", {"ip"}, {"get_ipython"}),                              # the shell itself: dynamic
     ("def broken(:\n    pass", set(), set()),                                    # never runs past the error
+    ("x = " + "-" * 100_000 + "1", set(), set()),                                # too deep to compile: nothing runs
+    ("x = 1\n" * 40_000, set(), {"exec"}),                                        # too long to read: may read anything
 ])
 def test_cell_names(source, defines, reads):
     assert cell_names(source) == (defines, reads)

@@ -57,3 +57,33 @@ def test_wrong_answers_fail_the_visible_run_with_their_cause(module, check, name
     assert_one_sentence(message, check)
     if now == "named":
         assert fragment in message
+
+
+# ---- Issue 33's fresh set (tests/mistake_catalogue/fresh_round3.py): notebooks 03-12 ---------------------------
+
+from mistake_catalogue.fresh_round3 import EXPECTED as EXPECTED3, FRESH as FRESH3  # noqa: E402
+
+WRONG3 = [(check, name, now, fragment) for check, name, now, fragment in EXPECTED3]
+CORRECT3 = [(check, name, fn) for check, entry in FRESH3.items() for name, fn in entry["correct"]]
+
+
+def test_round3_expectations_cover_the_whole_set():
+    defined = {(check, name) for check, entry in FRESH3.items() for name, *_ in entry["wrong"]}
+    assert {(check, name) for check, name, *_ in WRONG3} == defined and len(defined) >= 40
+    assert {now for _, _, now, _ in WRONG3} <= {"named", "generic", "misleading", "passing"}
+    assert [name for _, name, now, _ in WRONG3 if now == "misleading"] == ["softmax over dim 0"]  # not fixed yet
+
+
+@pytest.mark.parametrize("check, name, fn", CORRECT3, ids=[f"{c}-{n}" for c, n, _ in CORRECT3])
+def test_round3_unusual_but_correct_answers_pass(check, name, fn):
+    getattr(grading, check)(fn, hidden=True)
+
+
+@pytest.mark.parametrize("check, name, now, fragment", [w for w in WRONG3 if w[2] != "passing"],
+                         ids=[f"{c}-{n}" for c, n, now, _ in WRONG3 if now != "passing"])
+def test_round3_wrong_answers_fail_with_their_cause(check, name, now, fragment):
+    fn = next(f for n, f, _ in FRESH3[check]["wrong"] if n == name)
+    message = str(failure(getattr(grading, check), fn))
+    assert message.startswith(f"{check} failed on ") and "\n" not in message
+    if now == "named":
+        assert fragment in message

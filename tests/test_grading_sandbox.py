@@ -54,10 +54,10 @@ def folder_of(course):
     return course / "autograded" / "alice" / ASSIGNMENT
 
 
-def inside(course, code, env=None, parent_env=None):
+def inside(course, code, env=None, parent_env=None, package=None, socket_dir=None):
     """Run `code` in the sandbox for alice's folder; returns what it printed as JSON (last line)."""
     cmd = sandbox.bwrap_command([sys.executable, "-c", textwrap.dedent(code)], folder_of(course), course,
-                                env=env)
+                                env=env, package=package, socket_dir=socket_dir)
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=folder_of(course),
                           env=parent_env, preexec_fn=sandbox.limit_resources)
     assert done.returncode == 0, done.stderr
@@ -459,3 +459,371 @@ def test_in_the_sandbox_the_course_solutions_are_absent(course, tmp_path):
     assert done.stdout.count("absent") == 2 and done.stdout.count("True") == 2, done.stdout
     assert "ran mlm_mask" in done.stdout and "ran wordpiece" in done.stdout, done.stdout
     assert "exp in source False" in done.stdout and "split_heads (1, 2, 2, 2)" in done.stdout
+
+
+# ----------------------------------------------------------------------------
+# Only the course's environment; no complete implementation of a graded function anywhere
+
+
+PACKAGE = Path(plmcourse.__file__).resolve().parent
+# Lines found only in the course's own solutions and in the checks' judges.
+SOLUTION_LINES = [b"x_max = np.where(x_max == -np.inf, 0.0, x_max)",          # ref.softmax
+                  b"shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))",  # grading.core.log_softmax
+                  b"def _softmax_mistakes("]                                   # grading.attention's catalogue
+
+
+def base_only_packages(folder: Path) -> list[str]:
+    """Top-level packages in `folder` that the grader's own Python cannot import: not the course's."""
+    import importlib.util
+
+    names = []
+    for entry in sorted(os.listdir(folder)):
+        name = entry.removesuffix(".py")
+        is_package = (folder / entry / "__init__.py").is_file() or entry.endswith(".py")
+        if is_package and name.isidentifier() and importlib.util.find_spec(name) is None:
+            names.append(name)
+    return names[:6]
+
+
+def test_which_package_folders_the_sandbox_hides(tmp_path):
+    base = tmp_path / "base"
+    base_site = base / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    base_site.mkdir(parents=True)
+    venv_site = tmp_path / "venv" / "site-packages"
+    venv_site.mkdir(parents=True)
+    in_a_venv = sandbox.hidden_python_dirs([str(venv_site)], str(base))
+    assert base_site.resolve() in in_a_venv and venv_site.resolve() not in in_a_venv
+    # No virtual environment (conda, a system Python): the base's packages are the course's.
+    assert base_site.resolve() not in sandbox.hidden_python_dirs([str(base_site)], str(base))
+
+
+@needs_bwrap
+def test_the_base_interpreters_packages_can_be_neither_imported_nor_listed(course):
+    probes = {str(d): base_only_packages(d) for d in sandbox.hidden_python_dirs() if base_only_packages(d)}
+    if not probes:
+        pytest.skip("no package outside the course's environment on this machine to try")
+    seen = inside(course, f"""
+        import importlib, json, os, sys
+        import numpy, torch  # the course's environment is all there
+        result = {{}}
+        for folder, names in {probes!r}.items():
+            sys.path.append(folder)
+            imported = []
+            for name in names:
+                try:
+                    importlib.import_module(name)
+                    imported.append(name)
+                except Exception:
+                    pass
+            result[folder] = [imported, os.listdir(folder) if os.path.isdir(folder) else []]
+        print(json.dumps(result))
+    """)
+    for folder, (imported, listed) in seen.items():
+        assert imported == [] and listed == [], (folder, probes[folder], imported, listed[:5])
+
+
+# Inside the sandbox: every function, method (on an instance made without __init__) and class of
+# every module of the plmcourse the kernel sees, called on logits; which compute softmax or
+# log_softmax as a NumPy array? (A small search of its own, independent of the grader's.)
+PROBE = """
+    import importlib, inspect, json, pkgutil, signal
+    import numpy as np
+    import plmcourse
+
+    def softmax(x, axis):
+        e = np.exp(x - x.max(axis=axis, keepdims=True))
+        return e / e.sum(axis=axis, keepdims=True)
+
+    def log_softmax(x, axis):
+        return np.log(softmax(x, axis))
+
+    rng = np.random.default_rng(0)
+    cases = [(rng.standard_normal((3, 5)), None), (rng.standard_normal((4, 2, 3)), 1)]
+    signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(TimeoutError()))
+
+    def computes(f, reference):
+        for x, axis in cases:
+            signal.alarm(2)
+            try:
+                got = f(x.copy()) if axis is None else f(x.copy(), axis)
+            except BaseException:
+                return False
+            finally:
+                signal.alarm(0)
+            want = reference(x, -1 if axis is None else axis)
+            if not isinstance(got, np.ndarray) or got.shape != want.shape or not np.allclose(got, want):
+                return False
+        return True
+
+    def callables(module):
+        for value in list(vars(module).values()):
+            if isinstance(value, type) and value.__module__ == module.__name__:
+                yield value.__qualname__, value
+                try:
+                    bare = value.__new__(value)
+                except BaseException:
+                    bare = None
+                for name, member in list(vars(value).items()):
+                    if isinstance(member, (staticmethod, classmethod)):
+                        yield f"{value.__qualname__}.{name}", getattr(value, name)
+                    elif inspect.isfunction(member) and bare is not None:
+                        yield f"{value.__qualname__}.{name}", member.__get__(bare)
+            elif inspect.isfunction(value) and value.__module__ == module.__name__:
+                yield value.__qualname__, value
+
+    found, tried, modules = [], 0, []
+    for info in pkgutil.walk_packages(plmcourse.__path__, "plmcourse."):
+        if info.name.startswith(("plmcourse.autograde", "plmcourse.cli", "plmcourse.__main__")):
+            continue
+        try:
+            module = importlib.import_module(info.name)
+        except Exception:
+            continue
+        modules.append(info.name)
+        for qualname, f in callables(module):
+            for name, reference in (("softmax", softmax), ("log_softmax", log_softmax)):
+                tried += 1
+                if computes(f, reference):
+                    found.append(f"{module.__name__}.{qualname} computes {name}")
+    print(json.dumps({"found": sorted(found), "tried": tried, "modules": len(modules)}))
+"""
+
+
+@pytest.fixture(scope="module")
+def package_03_01(tmp_path_factory):
+    """The sandbox's package for an assignment grading softmax and log_softmax (03's and 01's)."""
+    report = []
+    package = sandbox.grading_package(tmp_path_factory.mktemp("package"), {"softmax", "log_softmax"},
+                                      report=report)
+    return package, report
+
+
+@needs_bwrap
+def test_nothing_in_the_sandbox_computes_softmax_or_log_softmax(course, package_03_01):
+    package, report = package_03_01
+    assert "searched the package for complete implementations of log_softmax, softmax" in report[0]
+    unguarded = inside(course, PROBE)  # the package as installed: the probe does find them
+    assert {"plmcourse.ref.attention.softmax computes softmax",
+            "plmcourse.grading.core.log_softmax computes log_softmax"} <= set(unguarded["found"]), unguarded
+    guarded = inside(course, PROBE, package=package)
+    assert guarded["found"] == [] and guarded["tried"] > 500 and guarded["modules"] > 30, guarded
+
+
+@needs_bwrap
+def test_in_the_sandbox_the_checks_are_shells_and_the_machinery_is_absent(course, package_03_01):
+    package, _ = package_03_01
+    seen = inside(course, """
+        import importlib, json, os
+        import numpy as np
+        import plmcourse, plmcourse.grading as grading
+        from plmcourse.grading import attention, core, peft
+        result = {"top": sorted(os.listdir(os.path.dirname(plmcourse.__file__)))}
+        try:
+            core.log_softmax(np.zeros(3))
+        except RuntimeError as error:
+            result["log_softmax"] = str(error)
+        try:
+            grading.check_softmax(lambda x, axis=-1: x)
+        except RuntimeError as error:
+            result["check"] = str(error)
+        result["attention"] = sorted(name for name in vars(attention) if not name.startswith("__"))
+        result["driver"] = callable(peft.check_lora_linear.driver)
+        result["fields"] = [grading.check_softmax.name, list(grading.check_softmax.arg_names),
+                            grading.check_softmax.doc == grading.check_softmax.__doc__]
+        try:
+            importlib.import_module("plmcourse.autograde.judge")
+        except ImportError:
+            result["judge"] = "absent"
+        print(json.dumps(result))
+    """, package=package)
+    assert "plmcourse.grading.core.log_softmax is not available while grading" in seen["log_softmax"]
+    assert "runs in the judge only" in seen["check"]
+    assert seen["attention"] == ["_Check", "_in_the_judge", "check_causal_mask", "check_multi_head_attention",
+                                 "check_scaled_dot_product_attention", "check_softmax"], seen["attention"]
+    assert seen["driver"] and seen["fields"] == ["check_softmax", ["x"], True]
+    assert seen["judge"] == "absent"
+    assert not {"autograde", "cli.py", "release.py", "__main__.py"} & set(seen["top"])
+
+
+@needs_bwrap
+def test_no_copy_of_the_solutions_is_readable_anywhere_python_looks(course, package_03_01, tmp_path,
+                                                                   monkeypatch):
+    """Not the installed package, its bytecode, an install's record, nor another plmcourse on the path."""
+    package, _ = package_03_01
+    older = tmp_path / "older-install"
+    shutil.copytree(PACKAGE, older / "plmcourse", ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setenv("PYTHONPATH", str(older))
+    seen = inside(course, f"""
+        import json, os, sys
+        import plmcourse
+        markers = {SOLUTION_LINES!r}
+        roots = {{p for p in [*sys.path, sys.prefix, sys.base_prefix] if p and os.path.isdir(p)}}
+        found, files = [], 0
+        for root in sorted(roots):
+            for folder, dirs, names in os.walk(root):
+                for name in names:
+                    path = os.path.join(folder, name)
+                    if os.path.islink(path) or not name.endswith((".py", ".pyc", ".pth", ".txt", ".json", "RECORD")):
+                        continue
+                    try:
+                        data = open(path, "rb").read(4 * 1024 ** 2)
+                    except OSError:
+                        continue
+                    files += 1
+                    found += [path for marker in markers if marker in data]
+        print(json.dumps({{"found": found, "files": files, "imported": plmcourse.__file__}}))
+    """, package=package)
+    assert seen["found"] == [] and seen["files"] > 1000, seen
+    assert not any(marker in (PACKAGE / "ref" / "attention.py").read_bytes() for marker in SOLUTION_LINES[2:])
+    assert SOLUTION_LINES[0] in (PACKAGE / "ref" / "attention.py").read_bytes()  # the markers are real
+
+
+PLANTED = '''
+
+import numpy as _planted_np
+
+
+def tidy_scores(x, axis=-1):
+    """The judges' log_softmax under another name, in another module."""
+    shifted = x - x.max(axis=axis, keepdims=True)
+    return shifted - _planted_np.log(_planted_np.exp(shifted).sum(axis=axis, keepdims=True))
+
+
+class Helper:
+    def spread(self, x, axis=-1):
+        """ref.softmax as a method."""
+        x = _planted_np.asarray(x, dtype=_planted_np.float64)
+        x_max = _planted_np.max(x, axis=axis, keepdims=True)
+        x_max = _planted_np.where(x_max == -_planted_np.inf, 0.0, x_max)
+        e = _planted_np.exp(x - x_max)
+        total = _planted_np.sum(e, axis=axis, keepdims=True)
+        return e / _planted_np.where(total == 0.0, 1.0, total)
+
+
+def stall(x, axis=-1):
+    while True:
+        pass
+'''
+
+
+def planted_copy(where: Path) -> Path:
+    copy = where / "plmcourse"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    with open(copy / "data" / "text.py", "a", encoding="utf-8") as f:
+        f.write(PLANTED)
+    return copy
+
+
+def test_the_search_finds_implementations_by_behaviour_whatever_their_name(tmp_path):
+    search = sandbox.find_implementations(planted_copy(tmp_path), {"log_softmax", "softmax"}, seconds=3)
+    assert not search.problem, search.problem
+    assert {"tidy_scores", "Helper.spread"} <= set(search.found["plmcourse/data/text.py"]), search.found
+    assert "log_softmax" in search.found["plmcourse/grading/core.py"]
+    assert "softmax" in search.found["plmcourse/ref/attention.py"]
+    assert any("data/text.py:stall" in skipped for skipped in search.skipped), search.skipped  # hangs: skipped
+    assert "stall" not in search.found["plmcourse/data/text.py"]
+    summary = search.summary()
+    assert "plmcourse/data/text.py:tidy_scores (check_log_softmax)" in summary and f"{search.seconds:.1f} s" in summary
+
+
+def test_the_search_runs_once_per_package_and_assignment(tmp_path):
+    copy = tmp_path / "plmcourse"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    cache = tmp_path / "cache"
+    first = sandbox.find_implementations(copy, {"softmax"}, cache=cache)
+    again = sandbox.find_implementations(copy, {"softmax"}, cache=cache)
+    assert not first.cached and again.cached and again.found == first.found and again.seconds == first.seconds
+    assert "result cached" in again.summary()
+    with open(copy / "viz.py", "a", encoding="utf-8") as f:
+        f.write("\n# changed\n")
+    assert not sandbox.find_implementations(copy, {"softmax"}, cache=cache).cached
+    assert len(list(cache.iterdir())) == 2
+
+
+def test_stubs_reach_methods_classes_and_inner_functions():
+    source = textwrap.dedent('''
+        class Layer:
+            def forward(self, x):
+                """Forward."""
+                return x * 2
+
+            def other(self):
+                return 1
+
+
+        def outer():
+            def inner(x):
+                return x + 1
+            return inner
+    ''')
+    stubbed = sandbox.stub_source(source, "m", {"Layer.forward", "outer.<locals>.inner"})
+    assert stubbed.count("\\n") == source.count("\\n") and "return x * 2" not in stubbed
+    assert "return 1" in stubbed and "return x + 1" not in stubbed and "return inner" in stubbed
+    whole = sandbox.stub_source(source, "m", {"Layer", "Layer.forward"})
+    assert "return 1" not in whole and "return x * 2" not in whole
+    namespace = {}
+    exec(whole, namespace)
+    with pytest.raises(RuntimeError, match="m.Layer.other is not available while grading"):
+        namespace["Layer"]().other()
+
+
+# ----------------------------------------------------------------------------
+# The kernel's sockets: a capped tmpfs inside, links on the host
+
+
+def execute(client, code: str) -> str:
+    """Run `code` in the kernel; what it printed (and the error's name and value, if it raised)."""
+    msg_id = client.execute(code)
+    out = []
+    while True:
+        msg = client.get_iopub_msg(timeout=120)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "stream":
+            out.append(msg["content"]["text"])
+        elif msg["msg_type"] == "error":
+            out.append(f"{msg['content']['ename']}: {msg['content']['evalue']}")
+        elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            return "".join(out)
+
+
+@needs_bwrap
+def test_a_kernel_cannot_fill_the_hosts_disk_through_its_socket_folder(course, tmp_path, monkeypatch):
+    """A real kernel, started through the course's launcher as nbgrader starts it, writes 600 MB
+    into the folder its sockets are in: the writes fail at the cap, the host's folder holds only
+    the launcher's links, and the kernel goes on answering."""
+    from jupyter_client import KernelManager
+
+    sockets = Path(tempfile.mkdtemp(prefix="plmsock-"))  # short: a socket's path has at most 107 bytes
+    monkeypatch.setenv("JUPYTER_PATH", str(sandbox.install_kernelspec(tmp_path / "jupyter", course).parent.parent))
+    manager = KernelManager(kernel_name="python3", transport="ipc", ip=str(sockets / "kernel"))
+    try:
+        manager.start_kernel(cwd=str(folder_of(course)))
+        client = manager.client()
+        client.start_channels()
+        client.wait_for_ready(timeout=120)
+        printed = execute(client, textwrap.dedent("""
+            import json, os
+            from ipykernel.connect import get_connection_file
+            folder = os.path.dirname(json.load(open(get_connection_file()))["ip"])
+            written, error = 0, None
+            try:
+                for i in range(3):
+                    with open(os.path.join(folder, f"fill{i}"), "wb") as f:
+                        for _ in range(200):
+                            f.write(b"x" * 2 ** 20)
+                            written += 2 ** 20
+            except OSError as err:
+                error = err.errno
+            print(json.dumps([written, error]))
+        """))
+        written, error = json.loads(printed.strip().splitlines()[-1])
+        assert error == errno.ENOSPC and written <= sandbox.SOCKET_TMPFS_SIZE, printed
+        entries = list(sockets.iterdir())
+        assert entries and all(p.is_symlink() for p in entries), entries
+        assert all(os.readlink(p).startswith("/proc/") for p in entries)
+        assert execute(client, "print(6 * 7)").strip() == "42"  # the kernel goes on
+        client.stop_channels()
+    finally:
+        manager.shutdown_kernel(now=True)
+        shutil.rmtree(sockets, ignore_errors=True)

@@ -28,6 +28,7 @@ NOT_RUN_NOTE = "(A demonstration: not run when grading, since no graded code dep
 
 # Calls that reach names without writing them in the code.
 DYNAMIC_LOOKUPS = frozenset({"eval", "exec", "globals", "locals", "vars", "get_ipython", "__import__"})
+MAX_CELL = 200_000  # characters; a longer cell (no honest one is) is not read, and every demo runs
 
 
 def nbgrader_metadata(cell) -> dict:
@@ -53,11 +54,15 @@ def cell_names(source: str) -> tuple[set[str], set[str]]:
     """
     from IPython.core.inputtransformer2 import TransformerManager
 
+    if len(source) > MAX_CELL:
+        # Reading it would take longer than running every demo: say it may read anything.
+        return set(), {"exec"}
     try:
         code = TransformerManager().transform_cell(source)
         tree = ast.parse(code)
         top = symtable.symtable(code, "<cell>", "exec")
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        # Nesting too deep for the compiler fails the same way in the kernel: nothing runs.
         return set(), set()
     defines, reads = set(), set()
     if any(isinstance(node, ast.ImportFrom) and node.names[0].name == "*" for node in ast.walk(tree)):

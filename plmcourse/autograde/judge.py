@@ -17,26 +17,27 @@ socket to the sandboxed kernel. From then on:
 Hidden cases: the judge runs each check's hidden cases with their seeds shifted by a
 number drawn from the course's secret (course/.judge-secret, made on first use and hidden
 by the sandbox) and the student's id, so a notebook cannot know them in advance (the
-checks' code is public), and a regrade draws the same ones.
+checks' code is public), and a regrade draws the same ones. A check's first hidden run in a
+notebook decides (`read_record`), and a failure on a hidden case reaches the kernel without
+the case's seed or values (`run_check`'s `for_kernel`): running the check again and again
+teaches a notebook nothing it can use. The record keeps the whole sentence, for the comment.
 
 After nbgrader has finished, `apply_verdicts` sets every test cell's score in the
 gradebook from the records: a test cell scores its points when each check its source
-version calls with hidden=True passed in the judge, and 0 otherwise, with the judge's
-sentence as the comment. What the kernel itself reported (nbgrader's own score) plays
-no part: a notebook that replaces the checks, patches NumPy or walks the checker's
-frames only changes its own process, and the judge is not in it.
+version calls with hidden=True passed in the judge, and 0 otherwise. What the kernel itself
+reported (nbgrader's own score) plays no part: a notebook that replaces the checks, patches
+NumPy or walks the checker's frames only changes its own process, and the judge is not in it.
 
 What a kernel could still do, and what catches it:
-- call a library implementation under any name: the aten operators of each graded call
-  are recorded in the kernel and reported here ("flagged for review"), for a person;
+- call a library implementation under any name: the calls of each graded call are recorded
+  in the kernel and reported here, and the submitted source is read by the grader
+  (plmcourse.autograde.evidence); both are flags for a person (plmcourse.autograde.review);
 - hand back an answer computed by someone else's correct code: that is a correct
-  answer as far as any grader can tell.
+  answer as far as any grader can tell (closeness to classmates' answers is a flag).
 """
 
 from __future__ import annotations
 
-import ast
-import copy
 import hashlib
 import hmac
 import json
@@ -44,40 +45,45 @@ import os
 import re
 import secrets
 import socket
-import textwrap
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from plmcourse.autograde.demos import cells_to_skip, nbgrader_metadata
+from plmcourse.autograde.evidence import one_line
 from plmcourse.grading import wire
 
 CELL_SECONDS = int(os.environ.get("PLMCOURSE_CELL_SECONDS", "60"))  # as course/nbgrader_config.py
 SOCKET_NAME = "judge.sock"
 
-# Things a solution to these exercises never needs; a submission that uses them gets a
-# line in the grading report so that a person looks at it.
-SUSPICIOUS = {
-    "get_ipython": "talks to the IPython shell",
-    "set_custom_exc": "replaces IPython's error handling",
-    "__code__": "rewrites function code",
-    "sys.modules": "edits the module table",
-    "plmcourse.grading": "touches the course's checks",
-    "builtins": "touches Python's builtins",
-    "setprofile": "installs a profiler hook",
-    "settrace": "installs a trace hook",
-    "ctypes": "uses ctypes",
-    "os._exit": "ends the process",
-    "_getframe": "inspects interpreter frames",
-    "currentframe": "inspects interpreter frames",
-    "f_back": "inspects interpreter frames",
-    "gc.get_": "walks the garbage collector's objects",
-    "allclose =": "replaces a comparison function",
-    "isclose =": "replaces a comparison function",
-    "gradebook": "mentions the gradebook",
-    "source/": "mentions the instructors' source folder",
-    "PLMCOURSE_JUDGE": "talks to the grader's connection",
+# Some checks seal a library's functions only when the notebook has loaded that library (so
+# that a kernel does not pay for importing it). The judge is another process, which never
+# imported what the student did: it loads them itself, where installed, before the check runs,
+# so that a seal never depends on what the judge happened to import.
+SEALED_LIBRARIES = {
+    "attention": ("scipy.special",),
+    "word_vectors": ("scipy.special",),
+    "efficiency": ("torch.ao.quantization.observer", "torch.ao.quantization.fake_quantize",
+                   "torch.ao.quantization.fx._decomposed"),
+    "sentence_embeddings": ("sklearn.decomposition", "sentence_transformers.models", "sentence_transformers.losses"),
+    "wordpiece": ("transformers.models.bert.tokenization_bert_legacy", "transformers.models.bert.tokenization_bert",
+                  "transformers.tokenization_utils_base"),
 }
+
+
+def load_sealed_libraries(check: str) -> None:
+    """Import the libraries `check`'s seal looks for (SEALED_LIBRARIES), those that are installed."""
+    import importlib
+    import importlib.util
+
+    from plmcourse.grading import _CHECKS
+
+    for module in SEALED_LIBRARIES.get(_CHECKS.get(check, ""), ()):
+        try:
+            if importlib.util.find_spec(module) is not None:
+                importlib.import_module(module)
+        except Exception:  # not installed, or broken: nothing of it can be sealed, or called
+            continue
 
 
 SECRET_NAME = ".judge-secret"  # in the course directory, which the sandbox hides
@@ -156,13 +162,14 @@ class Judge:
                     return
                 verdict = self._judge(connection, message, record)
                 if skipped and not verdict["passed"] and "your function raised" in verdict["message"]:
-                    verdict["message"] = verdict["message"].rstrip(".") + (
-                        f"; note that {skipped} demonstration cell(s) were not run while grading: if your "
-                        f"answer relies on something one of them computes, compute it in the answer cell.")
+                    note = (f"; note that {skipped} demonstration cell(s) were not run while grading: if your "
+                            f"answer relies on something one of them computes, compute it in the answer cell.")
+                    verdict["message"] = verdict["message"].rstrip(".") + note
+                    verdict["shown"] = verdict["shown"].rstrip(".") + note
                 with self.lock, open(record, "a", encoding="utf-8") as f:
                     f.write(json.dumps(verdict) + "\n")
                 try:
-                    wire.send(connection, {"verdict": {"passed": verdict["passed"], "message": verdict["message"]}})
+                    wire.send(connection, {"verdict": {"passed": verdict["passed"], "message": verdict["shown"]}})
                 except OSError:
                     return
                 if verdict.get("broken"):
@@ -196,23 +203,31 @@ class Judge:
         from plmcourse.grading.core import CheckFailed, Remote
 
         name, hidden = message.get("check"), message.get("hidden") is True
-        verdict = {"check": str(name)[:100], "hidden": hidden, "passed": False, "flags": []}
+        verdict = {"check": one_line(name, 100), "hidden": hidden, "passed": False, "flags": []}
         student = record.name.split("__")[0]
-        if name not in grading._CHECKS:
-            verdict["message"] = f"the kernel asked for a check the course does not have ({str(name)[:100]!r})"
+        if not isinstance(name, str) or name not in grading._CHECKS:
+            verdict["message"] = verdict["shown"] = one_line(
+                f"the kernel asked for a check the course does not have ({str(name)[:100]!r})", 600)
             return verdict
         remote = Remote(connection)
+        with self.lock:
+            load_sealed_libraries(name)
+        shown = None
         try:
             getattr(grading, name)(remote, hidden=self.salt(student, name) if hidden else False)
             verdict.update(passed=True, message=remote.passed)
         except CheckFailed as failed:
             verdict["message"] = str(failed)
+            shown = getattr(failed, "for_kernel", None)  # a hidden case: the kernel is told less
         except (wire.WireError, ConnectionError, OSError) as error:
             # The kernel died, ran out of time, or sent something the wire refuses.
             verdict.update(message=f"{name} could not finish: {error}", broken=True)
         except Exception as error:  # an answer the check could not read: no credit, and say so
             verdict["message"] = f"{name} could not judge the answer ({type(error).__name__}: {error})"
-        verdict["flags"] = remote.flags
+        # Sentences quote what the kernel sent (an exception's text): one inert line each.
+        verdict["message"] = one_line(verdict["message"], 600)
+        verdict["shown"] = one_line(shown or verdict["message"], 600)
+        verdict["flags"] = [one_line(flag) for flag in remote.flags]
         return verdict
 
 
@@ -248,15 +263,33 @@ def graded_cells(course: Path, assignment: str) -> dict:
 
 
 def read_record(path: Path) -> dict:
-    """{check name: its last verdict with hidden=True (or, failing that, its last verdict)}."""
-    last = {}
+    """{check name: the verdict that decides it}.
+
+    A check's FIRST run with hidden=True decides (failing that, its last visible run): later
+    runs are in the record but cannot improve the grade, so a notebook cannot fail the hidden
+    cases on purpose, learn from it, and pass them on a second try. The flags of every run are
+    kept (evidence only adds), and hidden runs that disagree with the first are a flag themselves.
+    """
+    decided, hidden_runs, flags = {}, {}, {}
     if not path.exists():
-        return last
+        return decided
     for line in path.read_text(encoding="utf-8").splitlines():
         verdict = json.loads(line)
-        if verdict["hidden"] or not last.get(verdict["check"], {}).get("hidden"):
-            last[verdict["check"]] = verdict
-    return last
+        name = verdict["check"]
+        flags.setdefault(name, []).extend(f for f in verdict.get("flags", []) if f not in flags[name])
+        if verdict["hidden"]:
+            hidden_runs.setdefault(name, []).append(verdict)
+            if len(hidden_runs[name]) == 1:
+                decided[name] = verdict
+        elif not decided.get(name, {}).get("hidden"):
+            decided[name] = verdict
+    for name, verdict in decided.items():
+        runs = hidden_runs.get(name, [])
+        extra = []
+        if any(run["passed"] != runs[0]["passed"] for run in runs[1:]):
+            extra = [f"{name}'s hidden cases ran {len(runs)} times with different verdicts (the first counts)"]
+        decided[name] = {**verdict, "flags": flags.get(name, []) + extra}
+    return decided
 
 
 def score(cell: GradedCell, verdicts: dict) -> tuple[bool, str]:
@@ -273,20 +306,31 @@ def score(cell: GradedCell, verdicts: dict) -> tuple[bool, str]:
     return True, ""
 
 
-def apply_verdicts(judge: Judge, course: Path, assignment: str, students: list[str]) -> list[str]:
-    """Write the judge's score of every test cell into the gradebook; one report line per finding."""
+def apply_verdicts(judge: Judge, course: Path, assignment: str, students: list[str],
+                   sealed: dict | None = None) -> tuple[list, list, list]:
+    """Write the judge's score of every test cell into the gradebook.
+
+    sealed: {(student, notebook, test cell grade_id): sentence} for answers whose source reaches a
+    function their exercise forbids (plmcourse.autograde.review.sealed_answers): scored 0 as if
+    the kernel had reported the call, which it may have kept quiet about.
+
+    Returns (one report line per finding, the kernel's flags and the failed test cells, both as
+    (student, notebook, test cell grade_id, sentence)); plmcourse.autograde.review writes those
+    two into the gradebook's comments.
+    """
     from nbgrader.api import Gradebook, MissingEntry
 
     course = Path(course).resolve()
     url = f"sqlite:///{course / 'gradebook.db'}"
-    lines = []
+    lines, flags, failures = [], [], []
     with Gradebook(url) as gradebook:
         for notebook, cells in graded_cells(course, assignment).items():
             for student in students:
                 folder = course / "autograded" / student / assignment
                 verdicts = read_record(judge.record_path(folder))
-                for verdict in verdicts.values():
-                    lines += [f"{student}: flagged for review, {flag}" for flag in verdict.get("flags", [])]
+                for name, verdict in verdicts.items():
+                    test_id = next((c.grade_id for c in cells if name in c.checks), "")
+                    flags += [(student, notebook, test_id, flag) for flag in verdict.get("flags", [])]
                 for cell in cells:
                     if not cell.checks:  # a test without the course's checks: nbgrader's score stands
                         continue
@@ -297,95 +341,16 @@ def apply_verdicts(judge: Judge, course: Path, assignment: str, students: list[s
                                      f"(nbgrader did not grade this submission)")
                         break
                     passed, why = score(cell, verdicts)
+                    if passed and (student, notebook, cell.grade_id) in (sealed or {}):
+                        passed, why = False, sealed[(student, notebook, cell.grade_id)]
                     grade.manual_score = cell.points if passed else 0.0
+                    # Decided by the judge (nbgrader marks every cell of a regraded submission for a
+                    # manual grade); review.write_gradebook marks the flagged ones again.
+                    grade.needs_manual_grade = False
                     if not passed:
-                        try:
-                            comment = gradebook.find_comment(cell.grade_id, notebook, assignment, student)
-                            comment.manual_comment = why
-                        except MissingEntry:
-                            pass
+                        failures.append((student, notebook, cell.grade_id, why))
                         if grade.auto_score:
                             lines.append(f"{student}: {cell.grade_id} passed in the notebook but not in the "
                                          f"judge ({why}); scored 0")
                 gradebook.db.commit()
-    return lines
-
-
-def _canonical(function: ast.FunctionDef) -> str:
-    """The function's code with its docstring dropped and every name it binds or reads renamed
-    v0, v1, ... in order of appearance: the same for a copy retyped with other variable names."""
-    function = copy.deepcopy(function)
-    body = function.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
-        function.body = body[1:] or [ast.Pass()]
-    names = {}
-    for node in ast.walk(function):
-        if isinstance(node, ast.Name):
-            node.id = names.setdefault(node.id, f"v{len(names)}")
-        elif isinstance(node, ast.arg):
-            node.arg = names.setdefault(node.arg, f"v{len(names)}")
-    function.name = "f"
-    return ast.dump(function, annotate_fields=False)
-
-
-# Short functions (causal_mask is one np.tril) are written the same way by many honest
-# students; only a copy of something longer says anything.
-RETYPED_MIN_NODES = 80
-
-
-def reference_copies() -> dict:
-    """{canonical code: "plmcourse.ref.softmax"} for the course's own version of every graded function."""
-    import importlib
-    import inspect
-
-    from plmcourse.autograde.sandbox import graded_functions
-
-    found = {}
-    names = graded_functions()
-    for module_name in ("plmcourse.ref", "plmcourse.nn", "plmcourse.data"):
-        package = importlib.import_module(module_name)
-        for name in sorted(names):
-            function = getattr(package, name, None)
-            if not inspect.isfunction(function):
-                continue
-            tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
-            if sum(1 for _ in ast.walk(tree)) >= RETYPED_MIN_NODES:
-                found[_canonical(tree.body[0])] = f"{module_name}.{name}"
-    return found
-
-
-def retyped(notebook: Path, copies: dict) -> list[str]:
-    """One phrase per function in the notebook's code cells that is a course reference retyped."""
-    with open(notebook, encoding="utf-8") as f:
-        cells = json.load(f)["cells"]
-    found = []
-    for cell in cells:
-        source = "".join(cell["source"]) if isinstance(cell.get("source"), list) else str(cell.get("source", ""))
-        if cell.get("cell_type") != "code":
-            continue
-        try:
-            tree = ast.parse(source)
-        except SyntaxError:
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef) and _canonical(node) in copies:
-                found.append(f"{node.name} is {copies[_canonical(node)]} retyped (the same code up to "
-                             f"variable names)")
-    return found
-
-
-def suspicious(notebook: Path, course_cells: frozenset = frozenset()) -> list[str]:
-    """Why a person should read this submission: one phrase per suspicious thing in a student cell.
-
-    Cells whose text is one of `course_cells` (the source notebook's own cells, e.g. the
-    Colab set-up cell, which looks at sys.modules) are the course's, not the student's.
-    """
-    with open(notebook, encoding="utf-8") as f:
-        cells = json.load(f)["cells"]
-    found = []
-    for cell in cells:
-        source = "".join(cell["source"]) if isinstance(cell.get("source"), list) else str(cell.get("source", ""))
-        if cell.get("cell_type") != "code" or nbgrader_metadata(cell).get("grade") or source in course_cells:
-            continue
-        found += [why for needle, why in SUSPICIOUS.items() if needle in source and why not in found]
-    return found
+    return lines, flags, failures

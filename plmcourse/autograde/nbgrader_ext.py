@@ -1,6 +1,10 @@
 """nbgrader plug-ins of the course, named in course/nbgrader_config.py."""
 
+import csv
+from pathlib import Path
+
 import nbformat
+from nbgrader.plugins import CsvExportPlugin
 from nbgrader.preprocessors import ClearHiddenTests, Execute, NbGraderPreprocessor
 
 from plmcourse.autograde.demos import NOT_RUN_NOTE, cells_to_skip, nbgrader_metadata
@@ -44,3 +48,31 @@ class ExecuteSkippingDemos(Execute):
             cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=NOT_RUN_NOTE)]
             return cell, resources
         return super().preprocess_cell(cell, resources, index)
+
+
+class CsvExportWithFlags(CsvExportPlugin):
+    """nbgrader's CSV export, written with proper quoting, plus a `flags` column: the evidence a
+    person should look at for that submission (plmcourse.autograde.review), empty when none.
+
+    nbgrader writes its rows by joining with commas, so a name with a comma breaks the file;
+    here its rows are read back and written again through the csv module, and every cell a
+    spreadsheet would run as a formula is neutralised.
+    """
+
+    def export(self, gradebook):
+        super().export(gradebook)
+        from nbgrader.coursedir import CourseDirectory
+
+        from plmcourse.autograde.review import flags_by_submission, spreadsheet_safe
+
+        dest = self.to or "grades.csv"
+        flags = flags_by_submission(Path(CourseDirectory(config=self.config).root))
+        with open(dest, newline="", encoding="utf-8") as f:
+            header, *rows = list(csv.reader(f))
+        with open(dest, "w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow(header + ["flags"])
+            for row in rows:
+                record = dict(zip(header, row))
+                found = flags.get((record.get("student_id"), record.get("assignment")), "")
+                writer.writerow([spreadsheet_safe(cell) for cell in row + [found]])

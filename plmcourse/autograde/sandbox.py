@@ -10,6 +10,12 @@ command is this module, which starts the ordinary IPython kernel under `bwrap`:
   installation, the plmcourse package and the grader's PYTHONPATH are mounted, read-only;
   no course, `source/` (solutions and hidden tests), `gradebook.db`, other students'
   folders, homes, /run or host sockets;
+* of the Python installation, the course's environment only: the base interpreter's (and
+  the system's) site-packages and dist-packages are empty folders inside, unless the
+  grader's own Python imports from them (`hidden_python_dirs`);
+* a plmcourse package in which no complete implementation of a graded function is left
+  (`grading_package`: the checks are shells that hand every call to the judge, and
+  whatever the package holds that passes a graded function's check is stubbed);
 * the kernel's working folder is a fresh, private, size-capped tmpfs at the notebook's
   path (as are /tmp and /dev/shm): what student code writes is gone with the kernel and
   never reaches autograded/ or feedback/, and the notebook nbgrader is executing (which
@@ -18,6 +24,9 @@ command is this module, which starts the ordinary IPython kernel under `bwrap`:
 * a memory ceiling (RLIMIT_DATA): an allocation above it fails inside the cell that
   made it (MemoryError), and the kernel and the rest of the notebook go on; likewise a
   file-size ceiling (RLIMIT_FSIZE, `limit_resources`): a bigger write fails with OSError;
+* its sockets to nbgrader in a private, size-capped tmpfs: the host's socket folder holds
+  only links into the sandbox (`/proc/<pid>/root/...`), made by the launcher, which stays
+  the sandbox's parent (`run_sandboxed`), so the kernel can write nothing on the host;
 * its own PID namespace and session, and it dies with nbgrader.
 
 What it does not do is listed in course/INSTRUCTORS.md.
@@ -28,16 +37,26 @@ from __future__ import annotations
 import argparse
 import ast
 import compileall
+import contextlib
 import functools
+import glob
+import hashlib
+import importlib
+import inspect
+import io
 import json
 import os
 import re
 import resource
 import shutil
+import signal
+import site
 import socket
 import subprocess
 import sys
 import tempfile
+import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import plmcourse
@@ -52,6 +71,11 @@ ETC_PATHS = ("/etc/ld.so.cache", "/etc/ssl", "/etc/ca-certificates", "/etc/local
 PASSED_ENV = ("PLMCOURSE_CELL_SECONDS", "PLMCOURSE_RUN_DEMOS")
 MAX_FILE_SIZE = 256 * 1024 ** 2   # RLIMIT_FSIZE: a bigger write fails in the cell (OSError EFBIG)
 TMPFS_SIZE = 512 * 1024 ** 2      # each writable folder inside (/tmp, /dev/shm, the working folder)
+SOCKET_TMPFS_SIZE = 1024 ** 2     # the sockets' folder: sockets take no room, anything else fails soon
+# Where installed packages live, besides the base interpreter's own (site.getsitepackages).
+SYSTEM_SITE_GLOBS = ("/usr/lib/python3*/*-packages", "/usr/lib64/python3*/*-packages",
+                     "/usr/local/lib/python3*/*-packages", "/usr/local/lib64/python3*/*-packages",
+                     "/usr/lib/python3/dist-packages")
 
 
 def available() -> str | None:
@@ -84,11 +108,57 @@ def _bwrap_has_size() -> bool:
 
 
 def readonly_paths() -> list[Path]:
-    """What the kernel needs to see: the interpreter, its libraries, and the plmcourse package."""
+    """What the kernel needs to see: the interpreter, its libraries, and the plmcourse package
+    (less what hidden_python_dirs() hides inside them)."""
     package = Path(plmcourse.__file__).resolve().parent
     paths = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), package,
              Path(sys.executable).resolve().parent}
     return sorted(paths)
+
+
+def hidden_python_dirs(search_path=None, base_prefix=None) -> list[Path]:
+    """Folders of installed packages that the sandbox shows empty: the base interpreter's
+    site-packages (and dist-packages), the system's, and the user's, except those the grader's
+    own Python imports from (`search_path`, default sys.path).
+
+    In a virtual environment that is everything but the environment's own packages: a library
+    installed into the base interpreter by hand is not the course's, and must not be importable
+    by appending its folder to sys.path. Without a virtual environment (conda, a system Python)
+    or with --system-site-packages, those folders are on sys.path: they ARE the course's
+    environment, and stay.
+    """
+    search_path = sys.path if search_path is None else search_path
+    base_prefix = sys.base_prefix if base_prefix is None else base_prefix
+    used = {Path(entry).resolve() for entry in search_path if entry and os.path.isabs(entry)}
+    candidates = list(site.getsitepackages([base_prefix])) + [site.getusersitepackages()]
+    for pattern in SYSTEM_SITE_GLOBS:
+        candidates += glob.glob(pattern)
+    hidden = set()
+    for candidate in candidates:
+        folder = Path(candidate).resolve()
+        if not folder.is_dir() or folder.name not in ("site-packages", "dist-packages"):
+            continue
+        if any(entry == folder or folder in entry.parents for entry in used):
+            continue  # the grader imports from it (or from inside it)
+        hidden.add(folder)
+    return sorted(hidden)
+
+
+def shadowed_packages(search_path=None) -> list[Path]:
+    """plmcourse folders where the kernel could find one, other than the one the grader imports:
+    on the grader's sys.path (an older install beside a checkout on PYTHONPATH, say) or on the
+    PYTHONPATH the kernel gets. The sandbox mounts the grading copy over each of them too, so
+    that whichever the kernel imports or reads, it is that copy."""
+    if search_path is None:
+        search_path = [*sys.path, *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+    imported = Path(plmcourse.__file__).resolve().parent
+    found = set()
+    for entry in search_path:
+        if entry and os.path.isabs(entry) and os.path.isdir(os.path.join(entry, "plmcourse")):
+            folder = Path(entry, "plmcourse").resolve()
+            if folder != imported:
+                found.add(folder)
+    return sorted(found)
 
 
 def pythonpath_dirs(course_root: Path) -> list[Path]:
@@ -158,6 +228,12 @@ def bwrap_command(kernel_argv: list[str], notebook_dir: Path, course_root: Path,
         cmd += ["--ro-bind", str(path), str(path)]
     if package is not None:  # the graded functions' own versions absent (grading_package)
         cmd += ["--ro-bind", str(package), str(Path(plmcourse.__file__).resolve().parent)]
+    for folder in hidden_python_dirs():
+        if _inside(folder, [*shown, *python]):  # an empty, read-only folder in its place
+            cmd += [*(["--size", "4096"] if size else []), "--tmpfs", str(folder), "--remount-ro", str(folder)]
+    for folder in shadowed_packages():
+        if _inside(folder, [*shown, *python]):
+            cmd += ["--ro-bind", str(package or Path(plmcourse.__file__).resolve().parent), str(folder)]
     if _inside(course_root, [*shown, *python]):
         # The course lies inside something shown (a venv around it, say): hide it again,
         # and show again only what is inside it and needed.
@@ -169,7 +245,7 @@ def bwrap_command(kernel_argv: list[str], notebook_dir: Path, course_root: Path,
     if connection_file is not None:
         cmd += ["--ro-bind", str(connection_file), str(connection_file)]
     if socket_dir is not None:
-        cmd += ["--bind", str(socket_dir), str(socket_dir)]
+        cmd += [*(["--size", str(SOCKET_TMPFS_SIZE)] if size else []), "--tmpfs", str(socket_dir)]
     variables = {
         "PATH": f"{os.path.dirname(sys.executable)}:/usr/bin:/bin",
         "HOME": "/tmp", "MPLCONFIGDIR": "/tmp/matplotlib", "OMP_WAIT_POLICY": "PASSIVE",
@@ -190,10 +266,21 @@ def bwrap_command(kernel_argv: list[str], notebook_dir: Path, course_root: Path,
 
 
 # ----------------------------------------------------------------------------
-# The package the kernel sees: the course's own solutions to the exercises are not in it
+# The package the kernel sees: no complete implementation of a graded function is in it
 
 
 STUBBED_FOLDERS = ("ref", "nn", "data")
+# The grading machinery runs on the host only: the kernel's copy leaves it out.
+LEFT_OUT = ("autograde", "cli.py", "__main__.py", "release.py")
+# Of plmcourse/grading/, what the kernel's copy keeps as it is; each check's own module becomes a shell.
+KERNEL_GRADING = ("__init__.py", "core.py", "wire.py")
+# What a kernel runs of grading/core.py starts here; run_check, the judge's engine, is never reached
+# by a shell (its cases raise first), so it is stubbed with everything only it uses.
+KERNEL_CORE = ("Check", "CheckFailed", "serve", "_judge_connection")
+JUDGE_ENGINE = ("run_check",)
+SEARCH_SECONDS = 10.0   # one candidate's run on a check's visible cases; longer, and it is skipped
+SEARCH_VERSION = "1"    # in the cache key: a change to the search itself makes earlier results stale
+CACHE_FOLDER = ".plmcourse-cache"  # in the course directory, which the sandbox hides
 
 
 def graded_functions(notebooks=None) -> set[str]:
@@ -213,16 +300,86 @@ def graded_functions(notebooks=None) -> set[str]:
     return names & called
 
 
-def stub_source(source: str, module: str, names: set[str]) -> str:
-    """`source` with the body of each top-level function in `names` replaced by a raise.
+def grading_package(folder: Path, names: set[str] | None = None, cache: Path | None = None,
+                    report: list | None = None) -> Path:
+    """A copy of the plmcourse package under `folder` for the sandbox, in which no complete
+    implementation of the functions in `names` (default: every graded function) is left:
 
-    The docstring stays, and the lines keep their numbers (the body is padded with blank
-    lines), so tracebacks through the rest of the module read as usual.
+    * each check's module (grading/<topic>.py) is a shell (check_shells): every check keeps its
+      name, doc, argument names, device flag and driver, and hands its call to the judge; the
+      cases, references, judges and catalogues of mistakes are not in the copy;
+    * in grading/core.py, what only the judge runs is stubbed (judge_only_functions);
+    * in ref/, nn/ and data/, the functions named in `names` are stubbed; and anywhere in the
+      copy, every function, method or class that passes one of their checks on its visible
+      cases, whatever its name (find_implementations, a search by behaviour);
+    * the grading machinery (LEFT_OUT) is not there at all.
+
+    Mounted over the package inside the sandbox: an answer that calls one, under any name,
+    or runs a copy of its code read from the package's files, fails like any wrong answer.
+    An assignment is graded with its own exercises' names only (graded_functions of its
+    notebooks), so that it may build on what earlier notebooks had students write.
+    `cache`: a folder for the search's result (keyed by the package's files and `names`);
+    `report`: a list that gets one line saying what the search found and how long it took.
+    """
+    source = Path(plmcourse.__file__).resolve().parent
+    names = graded_functions() if names is None else set(names)
+    search = find_implementations(source, names, cache)
+    if report is not None:
+        report.append(search.summary())
+    target = Path(folder) / "plmcourse"
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", *LEFT_OUT))
+    from_core = check_shells(target)
+    for path in sorted(target.rglob("*.py")):
+        relative = path.relative_to(target.parent).as_posix()  # plmcourse/ref/attention.py
+        if _is_check_module(relative):
+            continue
+        stubs = set(search.found.get(relative, ()))
+        if relative.split("/")[1] in STUBBED_FOLDERS:
+            stubs |= names
+        text = path.read_text(encoding="utf-8")
+        if relative == "plmcourse/grading/core.py":
+            stubs |= judge_only_functions(text, {*KERNEL_CORE, *from_core})
+        stubbed = stub_source(text, _module_name(relative), stubs)
+        if stubbed != text:
+            path.write_text(stubbed, encoding="utf-8")
+    compileall.compile_dir(str(target), quiet=1)  # the sandbox writes no bytecode: ship it
+    return target
+
+
+def _module_name(relative: str) -> str:
+    parts = relative.removesuffix(".py").split("/")
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_check_module(relative: str) -> bool:
+    parts = relative.split("/")
+    return len(parts) == 3 and parts[1] == "grading" and parts[2] not in KERNEL_GRADING
+
+
+def _is_left_out(relative: str) -> bool:
+    parts = relative.split("/")
+    return len(parts) > 1 and parts[1] in LEFT_OUT
+
+
+# ----------------------------------------------------------------------------
+# Stubs and shells: source rewritten with the AST, line numbers kept where the code stays
+
+
+def stub_source(source: str, module: str, names: set[str]) -> str:
+    """`source` with the body of each function in `names` replaced by a raise.
+
+    A name is a qualified name: "softmax" (a top-level function), "LoRALinear.forward" (a
+    method), "LoRALinear" (each method of the class), "make.<locals>.inner" (a function
+    defined inside another). The docstring stays, and the lines keep their numbers (the body
+    is padded with blank lines), so tracebacks through the rest of the module read as usual.
     """
     lines = source.splitlines(keepends=True)
-    for node in ast.parse(source).body:
-        if not isinstance(node, ast.FunctionDef) or node.name not in names:
-            continue
+    tree = ast.parse(source)
+    targets = [found for name in sorted(names) for found in _definitions(tree, name)]
+    for qualname, node in targets:
+        if any(other is not node and other.lineno <= node.lineno and node.end_lineno <= other.end_lineno
+               for _, other in targets):
+            continue  # inside another stubbed function: its lines are gone with it
         body = node.body
         if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
                 and isinstance(body[0].value.value, str):
@@ -231,35 +388,397 @@ def stub_source(source: str, module: str, names: set[str]) -> str:
             continue
         first, last = body[0].lineno - 1, node.end_lineno  # 0-based start, exclusive end
         indent = " " * body[0].col_offset
-        message = (f"{module}.{node.name} is not available while grading: the answer must "
+        message = (f"{module}.{qualname} is not available while grading: the answer must "
                    f"compute it itself")
         lines[first:last] = [f"{indent}raise RuntimeError({message!r})\n"] + ["\n"] * (last - first - 1)
     return "".join(lines)
 
 
-def grading_package(folder: Path, names: set[str] | None = None) -> Path:
-    """A copy of the plmcourse package under `folder` for the sandbox, in which the course's own
-    versions of the functions in `names` (default: every graded function; in ref/, nn/ and
-    data/) are absent: each raises instead.
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
-    Mounted over the package inside the sandbox: an answer that calls one, under any name,
-    or runs a copy of its code read from the package's files, fails like any wrong answer.
-    An assignment is graded with its own exercises' names only (graded_functions of its
-    notebooks), so that it may build on what earlier notebooks had students write.
+
+def _definitions(tree: ast.Module, qualname: str) -> list:
+    """(qualified name, function node) for what `qualname` names in `tree`: one function, or each
+    method of a class; [] when the module has no such definition."""
+    scope, node = tree.body, None
+    for part in qualname.split("."):
+        if part == "<locals>":
+            scope = [inner for inner in ast.walk(node) if inner is not node]  # anywhere inside the function
+            continue
+        node = next((n for n in scope if isinstance(n, _DEFS) and n.name == part), None)
+        if node is None:
+            return []
+        scope = node.body
+    if isinstance(node, ast.ClassDef):
+        return [(f"{qualname}.{n.name}", n) for n in node.body if isinstance(n, _DEFS[:2])]
+    return [(qualname, node)]
+
+
+def check_shells(package: Path) -> set[str]:
+    """Rewrite each check's module of the copy `package` (grading/<topic>.py) as a shell; return
+    the names the shells import from grading.core.
+
+    A shell holds each Check with its name, doc, argument names, device flag and driver (the
+    driver's code and what it uses stay: it runs in the kernel), and for cases, reference and
+    judge a function that says the check runs in the judge. Calling it in a kernel connected to
+    the judge works as before (Check.__call__ hands the call to `serve`); nothing else does.
     """
-    source = Path(plmcourse.__file__).resolve().parent
-    target = Path(folder) / "plmcourse"
-    shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    names = graded_functions() if names is None else names
-    for sub in STUBBED_FOLDERS:
-        for path in sorted((target / sub).glob("*.py")):
-            text = path.read_text(encoding="utf-8")
-            module = "plmcourse." + sub + ("" if path.stem == "__init__" else f".{path.stem}")
-            stubbed = stub_source(text, module, names)
-            if stubbed != text:
-                path.write_text(stubbed, encoding="utf-8")
-    compileall.compile_dir(str(target), quiet=1)  # the sandbox writes no bytecode: ship it
-    return target
+    from plmcourse.grading.core import Check
+
+    imported = set()
+    for path in sorted((package / "grading").glob("*.py")):
+        if path.name in KERNEL_GRADING:
+            continue
+        module = importlib.import_module(f"plmcourse.grading.{path.stem}")  # the grader's own, full module
+        checks = [(variable, value) for variable, value in vars(module).items() if isinstance(value, Check)]
+        drivers = sorted({check.driver.__name__ for _, check in checks if check.driver is not None})
+        for name in drivers:
+            if not callable(getattr(module, name, None)):
+                raise RuntimeError(f"{module.__name__}: a check's driver {name} is not a function of the module")
+        kept, tree = kernel_statements(path.read_text(encoding="utf-8"), drivers)
+        imported |= {alias.name for node in tree if isinstance(node, ast.ImportFrom)
+                     and node.module == "plmcourse.grading.core" for alias in node.names}
+        path.write_text(_shell_text(module.__name__, kept, checks), encoding="utf-8")
+    return imported
+
+
+def _shell_text(module_name: str, kept: str, checks: list) -> str:
+    lines = [f'"""{module_name} as the grading sandbox holds it: each check hands its call to the judge.',
+             "",
+             "Generated by plmcourse.autograde.sandbox.check_shells. The cases, references, judges and",
+             'catalogues of mistakes are in the grader\'s copy only."""',
+             "",
+             "from plmcourse.grading.core import Check as _Check",
+             "",
+             kept,
+             "",
+             "def _in_the_judge(*args, **kwargs):",
+             "    raise RuntimeError('while grading, this check runs in the judge only (the kernel has no "
+             "connection to it)')",
+             ""]
+    for variable, check in checks:
+        driver = check.driver.__name__ if check.driver is not None else None
+        lines.append(f"{variable} = _Check(name={check.name!r}, doc={check.doc!r}, "
+                     f"arg_names={tuple(check.arg_names)!r}, cases=_in_the_judge, reference=_in_the_judge, "
+                     f"judge=_in_the_judge, device={bool(check.device)!r}, driver={driver})")
+    return "\n".join(lines) + "\n"
+
+
+def kernel_statements(source: str, roots, stop=()) -> tuple[str, list]:
+    """The top-level statements of `source` that define the names in `roots` and, in turn,
+    every module-level name those use (but not the names in `stop`), in their order: imports
+    cut to the names used, the rest as written. Returns (their text, their nodes)."""
+    tree = ast.parse(source)
+    keep, needed = _closure(tree, roots, stop)
+    lines = source.splitlines(keepends=True)
+    texts, nodes = [], []
+    future = [n for n in tree.body if isinstance(n, ast.ImportFrom) and n.module == "__future__"]
+    for node in future:
+        texts.append(ast.unparse(node))
+    for index in sorted(keep):
+        node = tree.body[index]
+        if node in future:
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            node = _trimmed_import(node, needed)
+            texts.append(ast.unparse(node))
+        else:
+            start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+            texts.append("".join(lines[start - 1:node.end_lineno]).rstrip("\n"))
+        nodes.append(node)
+    return "\n\n".join(texts) + "\n", nodes
+
+
+def judge_only_functions(source: str, roots) -> set[str]:
+    """The top-level functions of `source` (grading/core.py) that a kernel never runs: all but
+    those the `roots` use, directly or not, where JUDGE_ENGINE counts as never run."""
+    tree = ast.parse(source)
+    _, needed = _closure(tree, roots, JUDGE_ENGINE)
+    defined = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return defined - needed
+
+
+def _closure(tree: ast.Module, roots, stop=()) -> tuple[set, set]:
+    """(indices of the top-level statements, names) needed for `roots`: a statement that binds a
+    needed name is kept, and the names it reads are needed in turn (imports end the chain)."""
+    binders = {}
+    for index, node in enumerate(tree.body):
+        for name in _bound_names(node):
+            binders.setdefault(name, []).append(index)
+    keep, needed, todo = set(), set(), [name for name in roots if name not in stop]
+    while todo:
+        name = todo.pop()
+        if name in needed or name in stop:
+            continue
+        needed.add(name)
+        for index in binders.get(name, []):
+            if index not in keep:
+                keep.add(index)
+                node = tree.body[index]
+                if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                    todo += [n.id for n in ast.walk(node) if isinstance(n, ast.Name)]
+    return keep, needed
+
+
+def _bound_names(node) -> list[str]:
+    if isinstance(node, _DEFS):
+        return [node.name]
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return [_alias_name(alias, node) for alias in node.names]
+    if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return [n.id for target in targets for n in ast.walk(target) if isinstance(n, ast.Name)]
+    return []
+
+
+def _alias_name(alias, node) -> str:
+    if alias.asname:
+        return alias.asname
+    return alias.name.split(".")[0] if isinstance(node, ast.Import) else alias.name
+
+
+def _trimmed_import(node, needed):
+    aliases = [alias for alias in node.names if _alias_name(alias, node) in needed]
+    if isinstance(node, ast.Import):
+        return ast.Import(names=aliases)
+    return ast.ImportFrom(module=node.module, names=aliases, level=node.level)
+
+
+# ----------------------------------------------------------------------------
+# The search: every function, method and class of the package, tried on each graded check
+
+
+@dataclass
+class Search:
+    """What find_implementations found: {file: [qualified names]} that passed a graded check."""
+
+    names: list
+    found: dict = field(default_factory=dict)    # "plmcourse/ref/attention.py" -> ["softmax", ...]
+    passed: list = field(default_factory=list)   # "plmcourse/ref/attention.py:softmax passes check_softmax"
+    skipped: list = field(default_factory=list)  # the same, for candidates that ran out of time
+    tried: int = 0
+    seconds: float = 0.0
+    cached: bool = False
+    problem: str = ""
+
+    def summary(self) -> str:
+        """One line for the grading report."""
+        if self.problem:
+            return (f"sandbox: the search for complete implementations of {', '.join(self.names)} failed "
+                    f"({self.problem}); only the functions of those names are stubbed")
+        when = "earlier, result cached" if self.cached else "now"
+        found = ", ".join(self.passed) or "none"
+        line = (f"sandbox: searched the package for complete implementations of {', '.join(self.names)} "
+                f"({self.tried} runs of a function, method or class on a check's visible cases, "
+                f"{self.seconds:.1f} s, {when}); stubbed in the sandbox: {found}")
+        if self.skipped:
+            line += f"; skipped, over {SEARCH_SECONDS:g} s: {', '.join(self.skipped)}"
+        return line
+
+
+def find_implementations(package: Path, names, cache: Path | None = None,
+                         seconds: float = SEARCH_SECONDS) -> Search:
+    """Search the package in `package` (a plmcourse folder) for complete implementations of the
+    graded functions in `names`, by behaviour: each function, method (on an instance made
+    without __init__) and class of the modules the kernel's copy keeps, whose signature accepts
+    every visible case of a check, runs that check's visible cases (run_check, without its
+    seals); whatever passes computes the graded function, whatever it is called.
+
+    It runs in a child process, each candidate in a fork of it given `seconds` (one that hangs
+    is skipped, and the report says so). The result is kept in `cache`, if given, under a hash
+    of the package's files and `names`, so that grading pays for it once.
+    """
+    package = Path(package).resolve()
+    names = sorted(set(names) & graded_functions())
+    if not names:
+        return Search(names)
+    path = Path(cache) / f"implementations-{_search_key(package, names)}.json" if cache else None
+    if path is not None and path.is_file():
+        with contextlib.suppress(ValueError, TypeError, OSError):
+            return Search(**{**json.loads(path.read_text(encoding="utf-8")), "cached": True})
+    result = _run_search(package, names, seconds)
+    if path is not None and not result.problem:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = path.with_name(path.name + ".new")
+        scratch.write_text(json.dumps(asdict(result)), encoding="utf-8")
+        os.replace(scratch, path)
+    return result
+
+
+def _search_key(package: Path, names) -> str:
+    digest = hashlib.sha256(f"{SEARCH_VERSION}\0{sys.version}\0{','.join(names)}".encode())
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:24]
+
+
+def _run_search(package: Path, names: list, seconds: float) -> Search:
+    from plmcourse.autograde.cleanup import scratch_folder
+
+    result = Search(names)
+    started = time.monotonic()
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from plmcourse.autograde.sandbox import search_worker; "
+            "search_worker(sys.argv[1], sys.argv[2].split(','), float(sys.argv[3]), int(sys.argv[4]))")
+    read, write = os.pipe()
+    with scratch_folder("plmcourse-search-") as scratch:
+        env = {**os.environ, "HOME": str(scratch), "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
+        for name in ("PLMCOURSE_JUDGE_FD", "PLMCOURSE_JUDGE_SOCKET"):
+            env.pop(name, None)
+        with open(scratch / "stderr.txt", "wb") as errors:
+            worker = subprocess.Popen([sys.executable, "-P", "-c", code, str(package.parent), ",".join(names),
+                                       str(seconds), str(write)], pass_fds=(write,), cwd=scratch, env=env,
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errors,
+                                      preexec_fn=limit_memory_default)
+            os.close(write)
+            with os.fdopen(read, encoding="utf-8") as lines:
+                messages = [json.loads(line) for line in lines]
+            worker.wait()
+        last = (scratch / "stderr.txt").read_text(errors="replace").strip().splitlines()
+    finished = False
+    for message in messages:
+        if "pass" in message or "time" in message:
+            file, qualname, check = message.get("pass") or message.get("time")
+            label = f"{file}:{qualname} ({check})"
+            if "pass" in message:
+                result.found.setdefault(file, [])
+                if qualname not in result.found[file]:
+                    result.found[file].append(qualname)
+                result.passed.append(label)
+            else:
+                result.skipped.append(label)
+        elif "tried" in message:
+            result.tried, finished = message["tried"], True
+    if not finished:
+        result.problem = f"the search stopped: {last[-1][:200] if last else worker.returncode}"
+    result.seconds = round(time.monotonic() - started, 1)
+    return result
+
+
+def limit_memory_default() -> None:
+    limit_memory(DEFAULT_MEMORY)
+
+
+def search_worker(package_parent: str, names: list, seconds: float, fd: int) -> None:
+    """The search's child process (find_implementations): one JSON line per finding on `fd`."""
+    import dataclasses
+
+    import torch
+
+    import plmcourse.grading as grading
+
+    package = Path(package_parent, "plmcourse")
+    if Path(plmcourse.__file__).resolve().parent != package.resolve():
+        raise RuntimeError(f"the search imported plmcourse from {plmcourse.__file__}, not {package}")
+    candidates = list(_candidates(package))
+    tried = 0
+    with os.fdopen(fd, "w", buffering=1, encoding="utf-8") as out:
+        for name in names:
+            check = getattr(grading, f"check_{name}")
+            # The seals would fail the course's own functions at once: the search asks what computes
+            # the function, not what the answer may call.
+            unsealed = dataclasses.replace(check, seal=())
+            cases = check.cases(False, torch.device("cpu")) if check.device else check.cases(False)
+            for file, qualname, candidate in candidates:
+                if not _accepts(candidate, check, cases):
+                    continue
+                tried += 1
+                outcome = _run_forked(unsealed, candidate, seconds)
+                if outcome != "fail":
+                    out.write(json.dumps({outcome: [file, qualname, check.name]}) + "\n")
+        out.write(json.dumps({"tried": tried}) + "\n")
+
+
+def _candidates(package: Path):
+    """(file, qualified name, callable) for each function, class and method defined in the modules
+    of `package` that the kernel's copy keeps (not the machinery, not the checks' own modules)."""
+    seen = set()
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(package.parent).as_posix()
+        if _is_left_out(relative) or _is_check_module(relative):
+            continue
+        try:
+            module = importlib.import_module(_module_name(relative))
+        except BaseException:  # a module that cannot load here cannot load in the sandbox either
+            continue
+        for value in list(vars(module).values()):
+            for qualname, candidate in _callables(value, module.__name__, path):
+                if (relative, qualname) not in seen:
+                    seen.add((relative, qualname))
+                    yield relative, qualname, candidate
+
+
+def _callables(value, module_name: str, path: Path):
+    """The function `value` (if defined in `path`), or the class (if defined in the module) and
+    its methods: static and class methods as they are, the others bound to an instance made
+    without __init__ (a method that computes without its object's state still runs)."""
+    if isinstance(value, type):
+        if value.__module__ != module_name:
+            return
+        yield value.__qualname__, value
+        instance = None
+        for name, member in list(vars(value).items()):
+            if isinstance(member, (staticmethod, classmethod)):
+                yield f"{value.__qualname__}.{name}", getattr(value, name)
+            elif inspect.isfunction(member) and _defined_in(member, path):
+                if instance is None:
+                    try:
+                        instance = value.__new__(value)
+                    except BaseException:
+                        instance = False
+                if instance is not False:
+                    yield member.__qualname__, member.__get__(instance)
+        return
+    if callable(value) and _defined_in(value, path):
+        yield inspect.unwrap(value).__code__.co_qualname, value
+
+
+def _defined_in(value, path: Path) -> bool:
+    try:
+        code = getattr(inspect.unwrap(value), "__code__", None)
+    except ValueError:  # a __wrapped__ chain that loops
+        return False
+    return code is not None and os.path.realpath(code.co_filename) == os.path.realpath(path)
+
+
+def _accepts(candidate, check, cases) -> bool:
+    """Whether `candidate`'s signature takes every case's arguments (a driven check's: what stands for them)."""
+    try:
+        signature = inspect.signature(candidate)
+    except (TypeError, ValueError):
+        return False
+    for case in cases:
+        args, kwargs = check.signature_args(case) if check.signature_args else (case.args, case.kwargs)
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError:
+            return False
+    return True
+
+
+def _run_forked(check, candidate, seconds: float) -> str:
+    """"pass" if `candidate` passes `check` on its visible cases, "fail", or "time" if it is still
+    running after `seconds`; in a fork, so that what one candidate changes (a default dtype, a
+    seed, a memory limit) is gone for the next."""
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                check(candidate)
+            status = 0
+        except BaseException:
+            pass
+        os._exit(status)
+    deadline = time.monotonic() + seconds
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return "pass" if os.waitstatus_to_exitcode(status) == 0 else "fail"
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return "time"
+        time.sleep(0.002)
 
 
 def limit_memory(memory: int) -> None:
@@ -304,8 +823,12 @@ def connect_judge(notebook_dir: Path) -> int | None:
 
 def launch(connection_file: str, course_root: str, memory: int, kernel_args: list[str],
            use_sandbox: bool = True, package: str | None = None) -> None:
-    """Replace this process by the kernel (so signals and exit codes pass straight through):
-    sandboxed, unless use_sandbox=False, and connected to the judge when there is one."""
+    """Start the kernel, sandboxed (unless use_sandbox=False) and connected to the judge when
+    there is one, and end with its exit status.
+
+    Unsandboxed, this process becomes the kernel. Sandboxed, it stays bwrap's parent
+    (run_sandboxed): it links the host's socket names to the sockets inside the sandbox, passes
+    signals on, and exits as bwrap does."""
     notebook_dir = Path.cwd().resolve()
     course = Path(course_root).resolve()
     if course not in notebook_dir.parents:
@@ -314,8 +837,8 @@ def launch(connection_file: str, course_root: str, memory: int, kernel_args: lis
     socket_dir = None
     info = json.loads(connection.read_text())
     if info.get("transport") == "ipc":
-        # Sockets are files named "<ip>-<port>": their folder must be shared, and must not be
-        # one that holds the course (sharing it would undo the hiding).
+        # Sockets are files named "<ip>-<port>": their folder must not be one that holds the
+        # course (the links made there would undo the hiding).
         socket_dir = Path(info["ip"]).resolve().parent
         if not Path(info["ip"]).is_absolute() or socket_dir == course or socket_dir in course.parents:
             sys.exit(f"sandbox: the kernel's socket path {info['ip']!r} must be absolute and outside "
@@ -331,7 +854,66 @@ def launch(connection_file: str, course_root: str, memory: int, kernel_args: lis
     limit_resources(memory)
     cmd = bwrap_command(kernel, notebook_dir, course, connection, socket_dir, env=env,
                         package=Path(package) if package else None)
-    os.execvp(cmd[0], cmd)
+    sockets = socket_paths(info) if socket_dir is not None else []
+    sys.exit(run_sandboxed(cmd, sockets, [] if judge_fd is None else [judge_fd]))
+
+
+CHANNELS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
+
+
+def socket_paths(info: dict) -> list[str]:
+    """The Unix sockets an ipc connection file names: "<ip>-<port>" for each channel."""
+    return [f"{info['ip']}-{info[channel]}" for channel in CHANNELS if channel in info]
+
+
+def run_sandboxed(cmd: list[str], sockets: list[str], pass_fds: list[int]) -> int:
+    """Run the bwrap command `cmd` as a child and return its exit status (128 + the signal that
+    ended it), with a link on the host from each of `sockets` to the same path in the sandbox.
+
+    The kernel makes its sockets in its own capped tmpfs; the host reaches them through
+    /proc/<pid>/root of the sandbox's first process, whose pid bwrap tells on --info-fd. So the
+    host's socket folder holds only these links, made here, outside the sandbox: nothing the
+    kernel writes reaches the host's disk. `pass_fds` (the judge's socket) go to the kernel
+    and are closed here. SIGTERM, SIGINT, SIGHUP and SIGQUIT are passed on to bwrap.
+    """
+    info_read, info_write = os.pipe()
+    child = subprocess.Popen([cmd[0], "--info-fd", str(info_write), *cmd[1:]],
+                             pass_fds=(info_write, *pass_fds))
+    os.close(info_write)
+    for fd in pass_fds:
+        os.close(fd)  # the kernel holds the judge's socket now; the judge must see it close with it
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(signum, lambda number, frame: child.send_signal(number))
+    made = []
+    try:
+        pid = _sandbox_pid(info_read)
+        for path in sockets if pid is not None else []:
+            if os.path.islink(path):
+                os.unlink(path)  # a link left by an earlier kernel that was killed
+            os.symlink(f"/proc/{pid}/root{path}", path)
+            made.append(path)
+        status = child.wait()
+    finally:
+        for path in made:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+    return 128 - status if status < 0 else status
+
+
+def _sandbox_pid(fd: int) -> int | None:
+    """The host pid of the sandbox's first process, from bwrap's --info-fd JSON (None if bwrap
+    failed before writing it)."""
+    data = b""
+    with os.fdopen(fd, "rb") as info:
+        while chunk := info.read(4096):
+            data += chunk
+            if len(data) > 65536:
+                break
+    try:
+        pid = json.loads(data)["child-pid"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return pid if isinstance(pid, int) and pid > 0 else None
 
 
 def install_kernelspec(jupyter_path: Path, course_root: Path, memory: int = DEFAULT_MEMORY,

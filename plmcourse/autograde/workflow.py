@@ -26,15 +26,15 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
-from plmcourse.autograde import sandbox
-from plmcourse.autograde.judge import Judge, apply_verdicts, reference_copies, retyped, suspicious
+from plmcourse.autograde import cleanup, inert, review, sandbox
+from plmcourse.autograde.evidence import Flag
+from plmcourse.autograde.judge import Judge, apply_verdicts
 from plmcourse.autograde.demos import nbgrader_metadata
 
 # "alice/03_attention.ipynb" or "alice_03_attention.ipynb" / "alice_1234_03_attention.ipynb":
@@ -165,12 +165,11 @@ def _describe(path: Path) -> str:
     return f"{path.name}/" if path.is_dir() else path.name
 
 
-def _remove(path: Path) -> None:
-    """Delete `path` without following links: a link goes, what it points to stays."""
-    if path.is_symlink() or not path.is_dir():
-        path.unlink()
-    else:
-        shutil.rmtree(path)  # removes links inside as links
+def _remove(path: Path) -> list[str]:
+    """Delete `path` without following links: a link goes, what it points to stays. A tree of any
+    depth, odd names and permissions goes too (cleanup.remove_tree); what could not be removed
+    is returned, one line each, and nothing is raised."""
+    return cleanup.remove_tree(path)
 
 
 def _aside_folder(folder: Path) -> Path | None:
@@ -218,7 +217,7 @@ def prepare_submissions(course: Path, assignment: str, student: str | None = Non
     course = Path(course).resolve()
     expected = {p.name for p in (course / "source" / assignment).glob("*.ipynb")}
     grade_ids = assignment_grade_ids(course, assignment)
-    lines = []
+    lines, flags, seen = [], [], []
     for folder in sorted((course / "submitted").glob(f"{student or '*'}/{assignment}")):
         name = folder.parent.name
         link = folder.parent if folder.parent.is_symlink() else folder if folder.is_symlink() else None
@@ -230,6 +229,7 @@ def prepare_submissions(course: Path, assignment: str, student: str | None = Non
             continue
         if not folder.is_dir():
             continue
+        seen.append(name)
         keep, others = [], []
         for path in sorted(folder.iterdir()):
             regular = path.is_file() and not path.is_symlink()
@@ -299,8 +299,12 @@ def prepare_submissions(course: Path, assignment: str, student: str | None = Non
                 lines.append(f"{name}: restored the nbgrader metadata of {len(restored)} cell(s) "
                              f"({', '.join(restored)}) by matching them to the release")
             if forged:
+                where = f"cell(s) {', '.join(str(i + 1) for i in forged)}"
+                flags.append(Flag(name, path.stem, "", f"{where} claimed to be graded cells the assignment does not "
+                                  f"have (their metadata was removed)", "collect"))
                 lines.append(f"{name}: flagged for review, cell(s) {', '.join(str(i + 1) for i in forged)} "
                              f"claim to be graded cells the assignment does not have; graded as ordinary cells")
+    review.save_collect_flags(course, assignment, seen, flags)
     return lines
 
 
@@ -397,7 +401,7 @@ def autograde(course: Path, assignment: str, use_sandbox: bool = True,
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(students)))
     groups = [students[i::jobs] for i in range(jobs)]
     with contextlib.ExitStack() as stack:
-        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="plmcourse-grading-")))
+        scratch = stack.enter_context(cleanup.scratch_folder("plmcourse-grading-"))
         judge = stack.enter_context(Judge(scratch / "judge", course))
         envs = _kernel_envs(scratch, course, assignment, memory, jobs, use_sandbox, judge)
 
@@ -409,31 +413,33 @@ def autograde(course: Path, assignment: str, use_sandbox: bool = True,
         # Rare, so one at a time: each nbgrader process must have its own sockets' directory.
         alone = [s for group, d in zip(groups, done) if d.returncode and len(group) > 1 for s in group]
         retried = {s: grade([s], envs[0]) for s in alone}
-        report = apply_verdicts(judge, course, assignment, students)
+        # The grader's own reading of each submission: what it forbids scores 0 like a reported call.
+        read = review.read_submissions(course, assignment, students)
+        report, kernel_flags, failures = apply_verdicts(judge, course, assignment, students,
+                                                        sealed=review.sealed_answers(read))
     report += clean_graded_folders(course, assignment, student)
+    report += inert.neutralise_graded(course, assignment, student)
     failed = {s: d for s, d in retried.items() if d.returncode}
     failed.update({group[0]: d for group, d in zip(groups, done) if d.returncode and len(group) == 1})
     stderr = "".join(f"{s}: nbgrader could not grade this submission: {_last_line(d.stderr)}\n"
                      for s, d in sorted(failed.items()))
-    report += _review_flags(course, assignment, students)
+    report += _review(course, assignment, students, kernel_flags, failures, read)
     stdout = "".join(f"{line}\n" for line in report)
     return subprocess.CompletedProcess(["nbgrader", "autograde", assignment], 1 if failed else 0, stdout, stderr)
 
 
-def _review_flags(course: Path, assignment: str, students: list[str]) -> list[str]:
-    """One line per student whose cells do things no solution needs (judge.SUSPICIOUS), and one
-    per answer that is the course's own version retyped."""
-    course_cells = frozenset(c.source for path in (course / "source" / assignment).glob("*.ipynb")
-                             for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
-    copies = reference_copies()
-    lines = []
-    for student in students:
-        for notebook in sorted((course / "autograded" / student / assignment).glob("*.ipynb")):
-            flags = suspicious(notebook, course_cells)
-            if flags:
-                lines.append(f"{student}: flagged for review, the submission {', '.join(flags)}")
-            lines += [f"{student}: flagged for review, {why}" for why in retyped(notebook, copies)]
-    return lines
+def _review(course: Path, assignment: str, students: list[str], kernel_flags: list, failures: list,
+            read: dict) -> list[str]:
+    """Every flag into the gradebook and course/review/<assignment>.csv (plmcourse.autograde.review);
+    one report line per flag. The scores are in the gradebook already: whatever goes wrong here
+    is said in one line and costs no grade."""
+    try:
+        flags = review.gather(course, assignment, students, kernel_flags, read)
+        problems = review.write_gradebook(course, assignment, students, flags, failures)
+        review.write_review(course, assignment, students, flags)
+    except Exception as error:  # a bug of ours, not a student's doing: the grades stand, say so
+        return [f"the review flags could not be written ({type(error).__name__}: {' '.join(str(error).split())[:200]})"]
+    return problems + [flag.line() for flag in flags]
 
 
 def _last_line(text: str) -> str:
@@ -454,11 +460,14 @@ def _kernel_envs(scratch: Path, course: Path, assignment: str, memory: int, jobs
     """For each of `jobs` nbgrader processes, an environment whose kernels start through the
     course's launcher (sandboxed unless use_sandbox=False) and connect to the judge.
 
-    The sandbox's package lacks the course's own versions of this assignment's graded
-    functions (sandbox.grading_package); those of other assignments stay usable.
+    The sandbox's package holds no complete implementation of this assignment's graded
+    functions (sandbox.grading_package: found by name and by a search of the package's
+    behaviour, whose result is kept in the course's CACHE_FOLDER and whose line, with its
+    duration, is printed); those of other assignments stay usable.
 
     Each process gets its own directory for the kernels' sockets, so that two processes
-    never pick the same socket names at the same moment.
+    never pick the same socket names at the same moment. In the sandbox, a kernel makes its
+    sockets in a capped tmpfs of its own; that directory holds only links to them.
     """
     if use_sandbox:
         why_not = sandbox.available()
@@ -467,7 +476,12 @@ def _kernel_envs(scratch: Path, course: Path, assignment: str, memory: int, jobs
                                f"--no-sandbox to grade without isolation")
     kernels = scratch / "jupyter"
     graded = sandbox.graded_functions(sorted((course / "source" / assignment).glob("*.ipynb")))
-    package = sandbox.grading_package(scratch / "package", graded) if use_sandbox else None
+    package = None
+    if use_sandbox:
+        searched = []
+        package = sandbox.grading_package(scratch / "package", graded, cache=course / sandbox.CACHE_FOLDER,
+                                          report=searched)
+        print("\n".join(f"autograde: {line}" for line in searched), flush=True)
     sandbox.install_kernelspec(kernels, course, memory, use_sandbox=use_sandbox, package=package)
     path = os.pathsep.join([str(kernels), os.environ.get("JUPYTER_PATH", "")]).rstrip(os.pathsep)
     envs = []
@@ -480,6 +494,9 @@ def _kernel_envs(scratch: Path, course: Path, assignment: str, memory: int, jobs
 
 
 def feedback(course: Path, assignment: str) -> subprocess.CompletedProcess:
+    """nbgrader generate_feedback, from autograded notebooks made inert first (a notebook graded with
+    plain `nbgrader autograde` has not been; for one that has, this changes nothing)."""
+    inert.neutralise_graded(Path(course).resolve(), assignment)
     return run_nbgrader(Path(course).resolve(), "generate_feedback", assignment, "--force")
 
 

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from plmcourse import nn as course_nn
 from plmcourse import ref
 from plmcourse.grading.core import (
+    calls_own_function,
     hidden_salt,
     Check,
     F32,
@@ -24,15 +25,17 @@ from plmcourse.grading.core import (
     Case,
     close,
     compare,
-    expect_array,
-    expect_array_pair,
-    first_match,
+    expect_array_pair, expect_float_array, expect_float_pair,
     judge_bool_mask,
+    name_mistake,
+    noted,
     logits_case,
     to_numpy,
     explain_shape_error,
 )
-from plmcourse.grading.word_vectors import AXIS_CLAUSES
+from plmcourse.grading.word_vectors import (
+    AXIS_CLAUSES, COURSE_SOFTMAX, TORCH_LOG_SOFTMAX, TORCH_SOFTMAX, axis_cases, axis_check_parts, hidden_axis_cases,
+)
 
 __all__ = [
     "check_softmax",
@@ -69,18 +72,10 @@ def _nonfinite_only_in(rows, *arrays):
 # softmax(x, axis=-1), NumPy
 
 # What a NumPy softmax must not call: the course's versions and library softmaxes.
-SOFTMAX_SEAL = [
-    (ref.softmax, "plmcourse.ref.softmax"),
-    (course_nn.softmax, "plmcourse.nn.softmax"),
-    (torch.softmax, "torch.softmax"),
-    (torch.Tensor.softmax, "torch.Tensor.softmax"),
-    (F.softmax, "torch.nn.functional.softmax"),
+SOFTMAX_SEAL = COURSE_SOFTMAX + TORCH_SOFTMAX + [
     (torch.special.softmax, "torch.special.softmax"),
     (torch.nn.Softmax, "torch.nn.Softmax"),
-    (torch.log_softmax, "torch.log_softmax"),
-    (torch.Tensor.log_softmax, "torch.Tensor.log_softmax"),
-    (F.log_softmax, "torch.nn.functional.log_softmax"),
-]
+] + TORCH_LOG_SOFTMAX
 
 
 # Library softmax and attention under any torch name (torch._softmax, torch.special.softmax,
@@ -97,26 +92,10 @@ def _softmax_seal():
 
 
 def _softmax_cases(hidden):
-    cases = [
-        logits_case(0, (6,)),
-        logits_case(1, (3, 5)),
-        logits_case(2, (2, 3, 4)),
-        logits_case(3, (4, 6), axis=0),
-        logits_case(4, (2, 5, 3), axis=1),
-        logits_case(5, (3, 4), scale=1e4),
-        logits_case(6, (2, 5), dtype=np.float32),
-        logits_case(7, (3, 4), some_neg_inf=True),
-        logits_case(8, (3, 4), empty=True),
-    ]
+    cases = axis_cases() + [logits_case(7, (3, 4), some_neg_inf=True), logits_case(8, (3, 4), empty=True)]
     salt = hidden_salt(hidden)
     if hidden:
-        cases += [
-            logits_case(salt + 100, (9,)),
-            logits_case(salt + 101, (5, 7)),
-            logits_case(salt + 102, (3, 4, 2), axis=-2),
-            logits_case(salt + 103, (2, 3, 4, 5), axis=2),
-            logits_case(salt + 104, (4, 7), axis=0, scale=1e4),
-            logits_case(salt + 105, (3, 2, 6), dtype=np.float32),
+        cases += [logits_case(salt + 100, (9,))] + hidden_axis_cases(salt) + [
             logits_case(salt + 106, (5, 4), axis=0, empty=True),
             logits_case(salt + 107, (2, 3, 5), scale=1e4, some_neg_inf=True),
         ]
@@ -163,11 +142,9 @@ def _softmax_shifted_by(x, axis, m):
 
 
 def _judge_softmax(case, got, expected):
-    problem = expect_array(got, "the result")
+    problem = expect_float_array(got, "the result")
     if problem:
         return problem
-    if got.dtype.kind != "f":
-        return f"the result has dtype {got.dtype}, expected a floating-point dtype"
     if got.shape != expected.shape:
         return (f"the result has shape {_shape(got)}, expected {_shape(expected)} (the shape of x; "
                 f"keepdims=True keeps the max and the sum broadcastable)")
@@ -183,21 +160,16 @@ def _judge_softmax(case, got, expected):
                     "(where the max is -inf, subtract 0 instead)")
     tolerance = _tolerance(x)
     problem = compare(got, expected, **tolerance, what="the result")
-    if problem is None:
-        return None
-    mistake = first_match((got,), _softmax_mistakes(x, axis), **tolerance)
-    return f"{problem}; it matches {mistake}" if mistake else problem
+    return problem and name_mistake(problem, (got,), _softmax_mistakes(x, axis), tolerance)
 
 
 check_softmax = Check(
     name="check_softmax",
     doc="""Check a NumPy `softmax(x, axis=-1)`: stable, any axis, -inf entries, float32.""",
-    arg_names=("x",),
+    **axis_check_parts(ref.softmax),
     cases=_softmax_cases,
-    reference=lambda case: ref.softmax(case.data["x"], axis=case.data["axis"]),
     judge=_judge_softmax,
     seal=_softmax_seal,
-    explain_error=explain_shape_error,
     flag_library=LIBRARY_SOFTMAX,
     clauses=AXIS_CLAUSES + (
         ("stable for scores of size 1e4: subtract the maximum along axis first", lambda c: "large logits" in c.tags),
@@ -250,17 +222,11 @@ def _sdpa_case(seed, q_shape, k_shape, d_v, mask=None, scale=1.0, dtype=np.float
         label += f", mask {mask.shape}"
     scores_shape = np.broadcast_shapes(q_shape[:-2], k_shape[:-2]) + (q_shape[-2], k_shape[-2])
     empty = _rows_without_keys(mask, scores_shape)  # (..., L_q)
-    tags = set()
-    if empty.any():
-        label += " with a query that may attend to no key"
-        tags.add("empty row")
-    if scale >= 100:
-        label += ", scores of about 1e4"
-        tags.add("large logits")
-    if dtype == np.float32:
-        label += ", float32"
+    label, tags = noted(label, [(empty.any(), " with a query that may attend to no key", "empty row"),
+                                (scale >= 100, ", scores of about 1e4", "large logits"),
+                                (dtype == np.float32, ", float32", None)])
     args = (q, k, v) if mask is None else (q, k, v, mask)
-    return Case(label, args, tags=frozenset(tags),
+    return Case(label, args, tags=tags,
                 data={"q": q, "k": k, "v": v, "mask": mask, "empty": empty})
 
 
@@ -373,13 +339,10 @@ def _scores_shape(case):
 
 
 def _judge_sdpa(case, got, expected):
-    problem = expect_array_pair(got)
+    problem = expect_float_pair(got, whats=("the output", "the weights"))
     if problem:
         return problem
     output, weights = got
-    for item, what in ((output, "the output"), (weights, "the weights")):
-        if item.dtype.kind != "f":
-            return f"{what} has dtype {item.dtype}, expected a floating-point dtype"
     expected_output, expected_weights = expected
     d = case.data
     tolerance = _tolerance(d["q"], d["k"], d["v"])
@@ -394,15 +357,18 @@ def _judge_sdpa(case, got, expected):
             return ("the result contains NaN or inf for scores of about 1e4; use a stable softmax "
                     "(subtract the max over the keys before exponentiating)")
         if "empty row" in case.tags and _nonfinite_only_in(d["empty"], output, weights):
+            if calls_own_function(getattr(case, "reply", None), "softmax"):
+                # A follow-on failure: the row of scores is all -inf, and the student's softmax made it NaN.
+                return ("a query that may attend to no key gave NaN, and your function calls your softmax from "
+                        "Exercise 1 on that row of all -inf scores: the failure comes from softmax, which must "
+                        "give zeros for a slice that is entirely -inf (check_softmax fails on that case too); "
+                        "fix softmax and this case passes")
             return ("a query that may attend to no key gave NaN, such a row must get zero weights "
                     "and a zero output")
     problem = (compare(output, expected_output, **tolerance, what="the output")
                or compare(weights, expected_weights, **tolerance, what="the weights"))
-    if problem is None:
-        return None
-    mistake = first_match((output, weights), _sdpa_mistakes(d["q"], d["k"], d["v"], d["mask"], d["empty"]),
-                          **tolerance)
-    return f"{problem}; it matches {mistake}" if mistake else problem
+    return problem and name_mistake(problem, (output, weights),
+                                    _sdpa_mistakes(d["q"], d["k"], d["v"], d["mask"], d["empty"]), tolerance)
 
 
 check_scaled_dot_product_attention = Check(
@@ -531,6 +497,8 @@ def _mha_cases(hidden, device):
         _mha_case(22, 2, 5, 5, 8, 4, device, mask="causal", self_attention=True),
         _mha_case(23, 2, 4, 6, 6, 2, device, mask=[6, 2]),
         _mha_case(24, 2, 3, 4, 6, 2, device, mask=lambda rng: _random_mask(rng, (2, 2, 3, 4))),
+        # Query 2 of the first sequence may attend to no key, in every head.
+        _mha_case(25, 2, 4, 5, 8, 2, device, mask=lambda rng: _random_mask(rng, (2, 1, 4, 5), empty_rows=[(0, 0, 2)])),
     ]
     salt = hidden_salt(hidden)
     if hidden:
@@ -539,6 +507,8 @@ def _mha_cases(hidden, device):
             _mha_case(salt + 31, 3, 6, 6, 10, 5, device, mask=[6, 3, 1], self_attention=True),
             _mha_case(salt + 32, 1, 3, 3, 5, 1, device),
             _mha_case(salt + 33, 2, 4, 4, 8, 8, device, mask="causal"),
+            _mha_case(salt + 34, 3, 5, 6, 12, 3, device,
+                      mask=lambda rng: _random_mask(rng, (3, 1, 5, 6), empty_rows=[(1, 0, 0), (2, 0, 4)])),
         ]
     return cases
 
@@ -565,20 +535,28 @@ def _mha_reference(case):
         module.out_proj.weight.copy_(w_o.T)
     x_q = torch.tensor(d["x_q"], device=device, requires_grad=True)
     x_kv = x_q if d["self_attention"] else torch.tensor(d["x_kv"], device=device, requires_grad=True)
-    attn_mask = None
+    attn_mask, empty = None, np.zeros((B, L_q), dtype=bool)
     if d["mask"] is not None:
+        full = np.broadcast_to(d["mask"], (B, n_heads, L_q, L_k)).copy()
+        # A query that may attend to no key (in every head: the cases make it so) gets zero weights
+        # and a zero output, which contribute nothing to any gradient. torch gives NaN there, so it
+        # is shown one key instead and that row is left out of the loss, then set to zero.
+        empty = ~full.any(axis=-1).any(axis=1)                       # (B, L_q)
+        full[..., 0] |= empty[:, None, :]
         # torch's bool attn_mask is True where attention is NOT allowed, one (L_q, L_k) per (batch, head).
-        full = np.broadcast_to(d["mask"], (B, n_heads, L_q, L_k)).reshape(B * n_heads, L_q, L_k)
-        attn_mask = torch.tensor(~full, device=device)
+        attn_mask = torch.tensor(~full.reshape(B * n_heads, L_q, L_k), device=device)
     output, weights = module(x_q, x_kv, x_kv, attn_mask=attn_mask, need_weights=True,
                              average_attn_weights=False)
-    loss = torch.sum(torch.mul(output, torch.tensor(d["projection"], device=device)))
+    kept = torch.tensor(~empty[..., None], device=device)
+    loss = torch.sum(torch.where(kept, torch.mul(output, torch.tensor(d["projection"], device=device)), 0.0))
     leaves = [x_q] if d["self_attention"] else [x_q, x_kv]
     *grads, grad_in_proj, grad_out_proj = torch.autograd.grad(
         loss, leaves + [module.in_proj_weight, module.out_proj.weight])
     # in_proj_weight stacks w_q.T, w_k.T and w_v.T: cut it in three and transpose back.
     grads += [g.T for g in torch.split(grad_in_proj, d_model)] + [grad_out_proj.T]
-    return to_numpy(output), to_numpy(weights), [to_numpy(g) for g in grads]
+    output, weights = to_numpy(output), to_numpy(weights)
+    output[empty], weights.transpose(0, 2, 1, 3)[empty] = 0.0, 0.0
+    return output, weights, [to_numpy(g) for g in grads]
 
 
 def _split_wrong(x, n_heads):
@@ -646,6 +624,15 @@ def _mha_weights_shape(case):
     return (d["x_q"].shape[0], d["n_heads"], d["x_q"].shape[1], d["x_kv"].shape[1])
 
 
+def _mha_empty_queries(case):
+    """Bool (B, L_q): the queries that may attend to no key (in every head)."""
+    d = case.data
+    if d["mask"] is None:
+        return np.zeros(d["x_q"].shape[:2], dtype=bool)
+    full = np.broadcast_to(d["mask"], _mha_weights_shape(case))
+    return ~full.any(axis=-1).any(axis=1)
+
+
 def _judge_mha(case, got, expected):
     problem = expect_array_pair(got, kind="torch")
     if problem:
@@ -664,9 +651,13 @@ def _judge_mha(case, got, expected):
                 f"(one (L_q, L_k) matrix per head, not averaged over heads)")
     problem = (compare(output, expected_output, **F64, what="the output")
                or compare(weights, expected_weights, **F64, what="the weights"))
+    empty = _mha_empty_queries(case)
+    if problem and empty.any() and torch.isnan(weights.detach().cpu().transpose(1, 2)[torch.from_numpy(empty)]).any():
+        return ("a query that may attend to no key (all its keys masked) gave NaN; such a row must get zero "
+                "weights and a zero output, as in Exercise 2 (torch.softmax of a row of -inf is NaN: replace "
+                "the NaN, e.g. with .nan_to_num(0.0))")
     if problem:
-        mistake = first_match((output, weights), _mha_mistakes(case.data), **F64)
-        return f"{problem}; it matches {mistake}" if mistake else problem
+        return name_mistake(problem, (output, weights), _mha_mistakes(case.data), F64)
     return _judge_gradients(case, output, expected_grads)
 
 
@@ -726,6 +717,8 @@ check_multi_head_attention = Check(
          lambda c: c.data["mask"] is not None and c.data["mask"].shape == _mha_weights_shape(c)),
         ("... or one that broadcasts to it",
          lambda c: c.data["mask"] is not None and c.data["mask"].shape != _mha_weights_shape(c)),
+        ("a query whose keys are all masked gets zero weights and a zero output, not NaN",
+         lambda c: bool(_mha_empty_queries(c).any())),
         ("gradients flow to every input", lambda c: len(c.grad_leaves) == 6),
     ),
 )

@@ -18,7 +18,7 @@ import numpy as np
 
 from plmcourse import ref
 from plmcourse.grading.bert import _integer_array, _Memory, _seed_problem
-from plmcourse.grading.core import Case, Check, hidden_salt, judge_bool_mask, judge_by_rules
+from plmcourse.grading.core import Case, Check, hidden_salt, judge_bool_mask, judge_by_rules, unlikely_count
 
 __all__ = [
     "check_text_infilling",
@@ -36,7 +36,7 @@ FIRST_ID = 5  # tokens are FIRST_ID, FIRST_ID + 1, ...: all different, so the ou
 
 
 def _infilling_case(seed, n, mask_id=1, mask_ratio=None, poisson_lambda=None, statistics=False, key=None,
-                    same_as=None, differs_from=None):
+                    same_as=None, differs_from=None, gaps=False):
     tokens = FIRST_ID + np.arange(n, dtype=np.int64)
     kwargs = {}
     if mask_ratio is not None:
@@ -55,8 +55,10 @@ def _infilling_case(seed, n, mask_id=1, mask_ratio=None, poisson_lambda=None, st
         data["same_as"] = same_as
     if differs_from:
         data["differs_from"] = differs_from
-    return Case(label, (tokens, np.random.default_rng(seed), mask_id), kwargs,
-                tags=frozenset({"statistics"} if statistics else ()), data=data)
+    if gaps:
+        label += " (almost every length is 0: thousands of masks inserted at random gaps)"
+    tags = ({"statistics"} if statistics else set()) | ({"gaps"} if gaps else set())
+    return Case(label, (tokens, np.random.default_rng(seed), mask_id), kwargs, tags=frozenset(tags), data=data)
 
 
 def _infilling_cases(hidden):
@@ -71,6 +73,9 @@ def _infilling_cases(hidden):
         _infilling_case(54, 40, mask_id=3, mask_ratio=0.5),
         # Half the tokens covered: spans often touch, and each must still get its own mask.
         _infilling_case(55, 20000, mask_ratio=0.5, statistics=True),
+        # 3 tokens to cover at lengths that are 0 all but once in 5,000 draws: every gap, the two ends
+        # included, receives inserted masks (see _rule_insertion_gaps).
+        _infilling_case(56, 40, mask_ratio=0.075, poisson_lambda=0.0002, gaps=True),
     ]
     salt = hidden_salt(hidden)
     if hidden:
@@ -80,6 +85,7 @@ def _infilling_cases(hidden):
             _infilling_case(salt + 152, 20, mask_ratio=0.0),
             _infilling_case(salt + 153, 1),
             _infilling_case(salt + 154, 30, mask_ratio=1.0),
+            _infilling_case(salt + 155, 40, mask_ratio=0.075, poisson_lambda=0.0002, gaps=True),
         ]
     return cases
 
@@ -187,6 +193,32 @@ def _rule_span_statistics(case, got, memory):
     return None
 
 
+def _rule_insertion_gaps(case, got, memory):
+    """Inserted masks fall on each of the n + 1 gaps alike, before the first token and after the last included.
+
+    The masks before a kept first token (after a kept last one) are all insertions at that end. Given M
+    insertions, their number there is Binomial(M, 1 / (n + 1)); M is at least the masks minus the removed
+    tokens, and a smaller M only makes a low count likelier, so that bound keeps the exact tail
+    (core.unlikely_count) below core.ALARM = 1e-6 for an honest answer.
+    """
+    if "gaps" not in case.tags:
+        return None
+    n, mask_id = case.data["n"], case.data["mask_id"]
+    kept = np.flatnonzero(got != mask_id)
+    runs = _runs(case, got)
+    inserted = sum(m for m, _ in runs) - sum(r for _, r in runs)
+    if not len(kept) or inserted <= 0:
+        return None
+    ends = (("before the first token", "rng.integers(0, n + 1) gives 0", got[kept[0]] == FIRST_ID, kept[0]),
+            ("after the last token", "rng.integers(0, n + 1) gives n, the end", got[kept[-1]] == FIRST_ID + n - 1,
+             len(got) - 1 - kept[-1]))
+    for where, how, applies, count in ends:
+        if applies and unlikely_count(count, inserted, 1 / (n + 1)) == "low":
+            return (f"{count} of at least {inserted} inserted masks landed {where}, where about 1 in {n + 1} "
+                    f"should: a zero-length span's gap is drawn from all n + 1 gaps ({how})")
+    return None
+
+
 # Tried in order; the first rule that finds a problem gives the verdict.
 INFILLING_RULES = [
     ("one integer sequence", _rule_one_integer_sequence),
@@ -194,6 +226,7 @@ INFILLING_RULES = [
     ("the same seed gives the same answer, another seed another", _rule_same_seed),
     ("mask_ratio 0 and 1, and exactly round(mask_ratio * n) tokens covered", _rule_edge_ratios),
     ("span lengths drawn from Poisson(poisson_lambda), zero-length spans included", _rule_span_statistics),
+    ("inserted masks at every gap, both ends included", _rule_insertion_gaps),
 ]
 
 
@@ -214,6 +247,7 @@ check_text_infilling = Check(
         ("spans of length Poisson(poisson_lambda) until round(mask_ratio * n) tokens are covered",
          lambda c: "statistics" in c.tags),
         ("a span of length 0 inserts one mask at a random gap", lambda c: "statistics" in c.tags),
+        ("... any of the n + 1 gaps: before token g, or at the end", lambda c: "gaps" in c.tags),
         ("spans do not overlap, and each is replaced by its own mask_id", lambda c: c.data["ratio"] >= 0.5),
         ("every random number from rng: the same seed gives the same output", lambda c: "same_as" in c.data),
         ("... and not from a generator of its own: another seed gives another", lambda c: "differs_from" in c.data),

@@ -35,10 +35,13 @@ from plmcourse.grading.core import (
     describe,
     expect_array,
     expect_pair,
-    first_match,
+    name_mistake,
     to_numpy,
     log_softmax,
     tolerance_for,
+    binomial_tails,
+    unlikely_count,
+    ALARM,
 )
 from plmcourse.nn import models as course_models
 from plmcourse.nn import param_count as course_param_count
@@ -69,6 +72,7 @@ class _Memory:
     def __init__(self):
         self.outputs = {}
         self.kept_specials_out = False  # an earlier case with special_ids as a list or tuple chose none
+        self.counts = []  # (chosen, ordinary) of each call of the spread group, in order
 
     def remember(self, key, got):
         self.outputs[key] = tuple(np.array(part, copy=True) for part in got)
@@ -122,9 +126,9 @@ def _bert_batch(rng, shape, vocab_size, specials):
 
 
 def _mlm_case(seed, shape, vocab_size=60, specials=(0, 1, 2, 3), mask_id=3, p=None, statistics=False,
-              special_type=list, key=None, same_as=None, differs_from=None, token_seed=None):
+              special_type=list, key=None, same_as=None, differs_from=None, token_seed=None, spread=None):
     rng = np.random.default_rng(1000 + (seed if token_seed is None else token_seed))
-    tokens = _bert_batch(rng, shape, vocab_size, specials)
+    tokens = _bert_batch(rng, shape, vocab_size, tuple(specials) + (mask_id,))
     special_ids = special_type(specials)
     kwargs = {} if p is None else {"p": p}
     label = (f"seed {seed}: tokens of shape {shape}, vocab_size={vocab_size}, mask_id={mask_id}, "
@@ -133,14 +137,21 @@ def _mlm_case(seed, shape, vocab_size=60, specials=(0, 1, 2, 3), mask_id=3, p=No
         label += ", the same seed as an earlier case"
     if differs_from:
         label += ", the same tokens as an earlier case, another seed"
+    if spread:
+        label += f", call {spread[0] + 1} of {spread[1]} on the same tokens (the chosen count across seeds)"
     data = {"tokens": tokens, "vocab_size": vocab_size, "mask_id": mask_id, "specials": np.array(specials),
             "p": 0.15 if p is None else p, "statistics": statistics, "seed_key": key or f"mlm{seed}"}
     if same_as:
         data["same_as"] = same_as
     if differs_from:
         data["differs_from"] = differs_from
+    if spread:
+        data["spread"] = spread
     args = (tokens, np.random.default_rng(seed), vocab_size, mask_id, special_ids)
     return Case(label, args, kwargs, tags=frozenset({"statistics"} if statistics else ()), data=data)
+
+
+SPREAD = 8  # calls in the group that measures how the chosen count varies between seeds
 
 
 def _mlm_mask_cases(hidden):
@@ -153,8 +164,12 @@ def _mlm_mask_cases(hidden):
         _mlm_case(3, (4, 24), key="small"),
         _mlm_case(3, (4, 24), key="small again", same_as="small"),
         _mlm_case(4, (4, 24), key="other", differs_from="small", token_seed=3),
+        # mask_id is not among special_ids here: it is still never a random replacement.
+        _mlm_case(5, (400, 64), vocab_size=9, specials=(0, 1, 2), mask_id=3, p=0.5, statistics=True),
     ]
     salt = hidden_salt(hidden)
+    # The same 400 ordinary tokens under SPREAD seeds: the chosen count must vary as a binomial does.
+    cases += [_mlm_case(salt + 60 + i, (402,), token_seed=60, spread=(i, SPREAD)) for i in range(SPREAD)]
     if hidden:
         cases += [
             _mlm_case(salt + 100, (300, 200), vocab_size=200, specials=(0, 1, 2, 7), mask_id=7, statistics=True,
@@ -281,6 +296,107 @@ def _rule_statistics(case, got, memory):
     return _mlm_statistics(case.data, m.inputs, m.tokens, m.predicted, m.special, m.replaced)
 
 
+def _rule_replacement_pool(case, got, memory):
+    """The random replacements: never mask_id, and the original token as often as any other ordinary id.
+
+    Each statistical test of mlm_mask is an exact binomial tail (core.unlikely_count): an honest answer trips
+    one with probability below core.ALARM = 1e-6; a grading runs fewer than 100 of them, so an honest answer
+    fails the check less than once in 10,000 gradings (tests/test_grading_bert.py measures it).
+    """
+    if "statistics" not in case.tags:
+        return None
+    m, d = _Masked(case, got), case.data
+    chosen, n_chosen = m.predicted & ~m.special, int(np.count_nonzero(m.predicted & ~m.special))
+    # Given the chosen positions, each is [MASK] with probability 0.8 exactly (a replacement is never mask_id).
+    masked = int(np.count_nonzero(chosen & (m.inputs == m.mask_id)))
+    if unlikely_count(masked, n_chosen, 0.8) == "high" and m.mask_id not in d["specials"]:
+        return (f"{masked / n_chosen:.3f} of the chosen positions show [MASK], more than 80% by far: mask_id "
+                f"({m.mask_id}) is not among special_ids in this case, and your random replacements include it; "
+                f"the pool is the ids that are neither special NOR mask_id")
+    A = d["vocab_size"] - len(set(d["specials"].tolist()) | {m.mask_id})
+    unchanged = int(np.count_nonzero(chosen & (m.inputs == m.tokens)))
+    if unlikely_count(unchanged, n_chosen, 0.1 + 0.1 / A) == "low" and abs(unchanged / n_chosen - 0.1) < 0.01:
+        return (f"{unchanged / n_chosen:.3f} of the chosen positions are unchanged, expected 0.1 + 0.1 / {A} = "
+                f"{0.1 + 0.1 / A:.3f}: the random token seems never to be the original one, but it is drawn "
+                f"uniformly from ALL {A} ordinary ids, the original included")
+    return None
+
+
+def _rule_distribution(case, got, memory):
+    """Where the chosen positions fall: independently of each other, and at the ends of a row as in the middle."""
+    if "statistics" not in case.tags:
+        return None
+    m = _Masked(case, got)
+    chosen = m.predicted & ~m.special
+    return _independence_problem(m, chosen) or _ends_problem(m, chosen)
+
+
+def _ends_problem(m, chosen):
+    """The first and the last ordinary token of every row are chosen with probability p, like any other."""
+    ordinary = (~m.special).reshape(-1, m.special.shape[-1])
+    picked = chosen.reshape(ordinary.shape)
+    rows = np.flatnonzero(ordinary.any(axis=1))
+    first = ordinary[rows].argmax(axis=1)
+    last = ordinary.shape[1] - 1 - ordinary[rows, ::-1].argmax(axis=1)
+    for where, columns in (("first", first), ("last", last)):
+        k = int(np.count_nonzero(picked[rows, columns]))
+        side = unlikely_count(k, len(rows), m.p)
+        if side:
+            return (f"the {where} ordinary token of a row was chosen in {k} of {len(rows)} rows, "
+                    f"{'far fewer' if side == 'low' else 'far more'} than p = {m.p} of them: every ordinary "
+                    f"position is chosen with probability p, the ends of a sequence included")
+    return None
+
+
+def _independence_problem(m, chosen):
+    """Two ordinary positions (neighbours in a row, or the same column of two rows) are both chosen w.p. p**2."""
+    ordinary = ~m.special
+    pairs = []
+    if ordinary.ndim >= 2:  # first: a pattern shared by the rows shows here most plainly
+        pairs.append(("positions in the same column of two rows", ordinary[..., 0:-1:2, :], ordinary[..., 1::2, :],
+                      chosen[..., 0:-1:2, :], chosen[..., 1::2, :]))
+    pairs.append(("neighbouring positions in a row", ordinary[..., 0:-1:2], ordinary[..., 1::2],
+                  chosen[..., 0:-1:2], chosen[..., 1::2]))
+    for what, ord_a, ord_b, got_a, got_b in pairs:
+        both_ordinary = ord_a & ord_b
+        n, k = int(np.count_nonzero(both_ordinary)), int(np.count_nonzero(got_a & got_b & both_ordinary))
+        side = unlikely_count(k, n, m.p ** 2)
+        if side:
+            hint = (" (one draw shared by every row gives each row the same pattern)"
+                    if what.startswith("positions in the same") and side == "high" else "")
+            return (f"both {what} were chosen in {k} of {n} pairs, expected about p^2 = {m.p ** 2:.4f} of them "
+                    f"({m.p ** 2 * n:.0f}): each ordinary token is chosen independently, one rng.random draw "
+                    f"per position{hint}")
+    return None
+
+
+def _rule_spread(case, got, memory):
+    """Over SPREAD calls on the same tokens, the chosen count varies as a Binomial(n, p) does.
+
+    An answer that chooses exactly round(p n) positions lands within 1 of round(p n) every time; an honest
+    one does so with probability q (about 0.17 for n = 400, p = 0.15) each time, q ** SPREAD < ALARM in all.
+    """
+    spread = case.data.get("spread")
+    if spread is None:
+        return None
+    m = _Masked(case, got)
+    ordinary = int(np.count_nonzero(~m.special))
+    memory.counts.append(int(np.count_nonzero(m.predicted & ~m.special)))
+    if spread[0] + 1 < spread[1] or len(memory.counts) < spread[1]:
+        return None
+    centre = round(m.p * ordinary)
+    low, _ = binomial_tails(centre + 1, ordinary, m.p)
+    below, _ = binomial_tails(centre - 2, ordinary, m.p)
+    q = low - below  # P(|X - centre| <= 1)
+    counts = memory.counts[-spread[1]:]
+    if all(abs(c - centre) <= 1 for c in counts) and q ** spread[1] < ALARM:
+        return (f"over {spread[1]} seeds the number of chosen tokens was {counts}, always round(p * n) = {centre}: "
+                f"an exact count is chosen, but each token is chosen independently with probability p, so the "
+                f"count varies from seed to seed (a binomial; this close every time has probability "
+                f"{q ** spread[1]:.1e})")
+    return None
+
+
 # Tried in order; the first rule that finds a problem gives the verdict. The seed rule also
 # remembers each answer, for the later cases that repeat or contrast a seed.
 MLM_MASK_RULES = [
@@ -292,7 +408,10 @@ MLM_MASK_RULES = [
     ("random replacements are ordinary ids", _rule_replacements_are_ordinary),
     ("the same seed gives the same answer, another seed another", _seed_problem),
     ("p=0 chooses nothing, p=1 every ordinary token", _rule_edge_probabilities),
+    ("mask_id never a replacement, the original token as likely as any other", _rule_replacement_pool),
     ("80% [MASK], 10% random, 10% unchanged, p of the ordinary tokens", _rule_statistics),
+    ("positions chosen independently, the ends of a row like the rest", _rule_distribution),
+    ("the chosen count varies between seeds as a binomial", _rule_spread),
 ]
 
 
@@ -475,6 +594,17 @@ def _loss_mistakes(d):
     yield ("an average over every position, the ignored ones included, instead of over the counted "
            "positions only", lambda: (nll.sum() / nll.size,))
     yield "a sum over the positions instead of their mean", lambda: (nll.sum(),)
+    if ignore == IGNORE and (counted & (y == 0)).any():
+        positive = counted & (y > 0)
+        yield ("the positions whose label is token 0 left out (labels > 0?), but 0 is a real token id: count "
+               "every position whose label is not -100",
+               lambda: ((nll * positive).sum() / max(1, int(positive.sum())),))
+    if nll.ndim >= 2 and len({int(c) for c in counted.reshape(-1, counted.shape[-1]).sum(-1)}) > 1:
+        def per_row():
+            rows_nll, rows_n = nll.reshape(-1, nll.shape[-1]).sum(-1), counted.reshape(-1, counted.shape[-1]).sum(-1)
+            return ((rows_nll[rows_n > 0] / rows_n[rows_n > 0]).mean(),)
+        yield ("the mean of each sequence's mean, but the loss is one mean over all the counted positions of the "
+               "batch (a sequence with more of them weighs more)", per_row)
     if (y == ignore).any():
         yield (f"positions marked {ignore} counted as if their target were token 0; leave them out",
                lambda: (ignored_as_zero.mean(),))
@@ -518,9 +648,8 @@ def _judge_loss(case, got, expected, name):
     if not close(np.array(value), np.array(expected_value), **tolerance):
         problem = (f"the loss is {value:.6g}, expected {expected_value:.6g} "
                    f"(torch.nn.functional.cross_entropy{' on shifted targets' if case.data['causal'] else ''})")
-        mistake = first_match((np.array(value),), ((text, _as_arrays(compute))
-                                                   for text, compute in _loss_mistakes(case.data)), **tolerance)
-        return f"{problem}; it matches {mistake}" if mistake else problem
+        mistakes = ((text, _as_arrays(compute)) for text, compute in _loss_mistakes(case.data))
+        return name_mistake(problem, (np.array(value),), mistakes, tolerance)
     return _judge_loss_gradient(case, got, expected_grad, tolerance)
 
 
@@ -591,16 +720,20 @@ def _mlm_loss_cases(hidden, device):
     return cases
 
 
+def loss_check_parts(name):
+    """What the cross-entropy checks share, mlm_loss's here and causal_lm_loss's (grading/gpt.py): the
+    reference (F.cross_entropy on the right targets), the judge (told the exercise's `name`), the seal
+    and the error hints; both run on the device."""
+    return {"reference": _reference_loss, "judge": lambda case, got, expected: _judge_loss(case, got, expected, name),
+            "seal": LOSS_SEAL, "explain_error": _explain_loss_error, "device": True}
+
+
 check_mlm_loss = Check(
     name="check_mlm_loss",
     doc="""Check a PyTorch `mlm_loss(logits, labels)`: mean -log p(label) over labels != -100, with gradients.""",
     arg_names=("logits", "labels"),
     cases=_mlm_loss_cases,
-    reference=_reference_loss,
-    judge=lambda c, g, e: _judge_loss(c, g, e, "mlm_loss"),
-    seal=LOSS_SEAL,
-    explain_error=_explain_loss_error,
-    device=True,
+    **loss_check_parts("mlm_loss"),
     clauses=(
         ("the mean of -log p(label) over the positions whose label is not -100",
          lambda c: "some labels -100" in c.tags),
@@ -673,6 +806,12 @@ def _count_mistakes(config):
     count = lambda **kw: (np.array(float(_bert_count(*config, **kw))),)  # noqa: E731
     yield ("the MLM output layer counted; it shares the token embedding matrix and the published "
            "figures leave the pre-training heads out", lambda: count(mlm_decoder=True))
+    V, H = config[0], config[1]
+    head = H * H + H + 2 * H + V  # the MLM head's transform (dense, LayerNorm) and its output bias
+    yield ("the MLM head counted (its dense transform, LayerNorm and output bias): the count is BERT without "
+           "the pre-training heads", lambda: (np.array(float(_bert_count(*config)) + head),))
+    yield ("the MLM head counted with its own output matrix: the count is BERT without the pre-training heads",
+           lambda: (np.array(float(_bert_count(*config)) + head + V * H),))
     yield "no biases: every nn.Linear(d_in, d_out) also has d_out biases", lambda: count(biases=False)
     yield ("no LayerNorm parameters: each LayerNorm has a scale and a shift, 2 * d_model",
            lambda: count(block_norms=0, embedding_norm=False))
@@ -706,8 +845,8 @@ def _judge_count(case, got, expected):
     if int(got) == expected:
         return None
     problem = f"the count is {int(got):,}, expected {expected:,} (difference {int(got) - expected:+,})"
-    mistake = first_match((np.array(float(got)),), _count_mistakes(case.data["config"]), atol=0.5, rtol=0)
-    return f"{problem}; it matches {mistake}" if mistake else problem
+    mistakes = _count_mistakes(case.data["config"])
+    return name_mistake(problem, (np.array(float(got)),), mistakes, {"atol": 0.5, "rtol": 0})
 
 
 check_bert_parameter_count = Check(

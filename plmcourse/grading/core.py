@@ -25,17 +25,19 @@ check tells which sealed function (the course's own version, the library shortcu
 being taught) the answer used.
 """
 
+import _thread
 import builtins
 import functools
 import hashlib
 import os
+import re
 import socket
 import sys
 import threading
 import textwrap
 import traceback
 from dataclasses import dataclass, field
-from types import CodeType
+from types import CodeType, ModuleType
 
 import numpy as np
 import torch
@@ -228,6 +230,8 @@ def identity(obj):
     if code is not None:
         where = "/".join(code.co_filename.replace(os.sep, "/").split("/")[-2:])
         return f"py:{_digest(code)}:{where}:{getattr(code, 'co_qualname', code.co_name)}"
+    if isinstance(obj, str):  # evidence the recorder wrote itself ("thread:...")
+        return obj
     module = getattr(obj, "__module__", None) or getattr(getattr(obj, "__objclass__", None), "__module__", "")
     name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or type(obj).__name__
     return f"torch:{module}.{name}"
@@ -253,6 +257,8 @@ def library_calls(calls, names):
         if call.startswith("torch:"):
             name = call.rsplit(".", 1)[-1]
             readable = call.removeprefix("torch:")
+        elif call.count(":") < 3 or not call.startswith("py:"):  # evidence ("thread:..."), or not a name
+            continue
         elif call.split(":")[2].startswith("torch/"):
             name = call.split(":")[3].rsplit(".", 1)[-1]
         else:
@@ -261,6 +267,12 @@ def library_calls(calls, names):
             readable = call.removeprefix("torch:") if call.startswith("torch:") else call.split(":", 2)[2]
             found.add(readable.replace("_VariableFunctionsClass.", "").replace("_C.TensorBase.", "Tensor."))
     return sorted(found)
+
+
+def unwatched(calls):
+    """What the recorder reported among `calls` ("thread:..."): threads whose work it could not
+    watch, or its own switching off; evidence for a person, never a verdict."""
+    return [call.removeprefix("thread:") for call in calls if call.startswith("thread:")][:8]
 
 
 def seal_table(seal):
@@ -289,34 +301,127 @@ class _WatchTorch(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-class _Record:
-    """Context: notes every Python function and torch function called inside.
+# Threads that the kernel and its libraries run for themselves (ipykernel's channels, heartbeat and
+# output watchers, IPython's history writer, tqdm's monitor), by the module of their class or of
+# the function they run. Any other thread alive during a graded call is reported.
+OWN_THREADS = ("ipykernel.", "IPython.", "jupyter_client.", "zmq.", "tqdm.",
+               "plmcourse.autograde.")  # the judge's threads, where it shares a process with a kernel (tests)
+_START_THREAD = {getattr(_thread, name) for name in ("start_new_thread", "start_joinable_thread")
+                 if hasattr(_thread, name)}
 
-    Torch functions are seen at torch's own dispatch (TorchFunctionMode), under any name:
-    torch._softmax or torch._scaled_dot_product_attention_math as well as torch.softmax.
-    (Recording aten operators, with a TorchDispatchMode, would also see torch.ops.aten.*
-    called directly, but its first use loads sympy and torch._dynamo: 1.7 s per kernel.)
+
+def _own_thread(thread):
+    """True for the main thread and the threads the kernel and its libraries run (OWN_THREADS)."""
+    if thread is None:
+        return False
+    if isinstance(thread, threading._MainThread):
+        return True
+    target = getattr(thread, "_target", None)
+    module = type(thread).__module__ if type(thread) is not threading.Thread else getattr(target, "__module__", "")
+    return str(module).startswith(OWN_THREADS)
+
+
+def _c_function(function):
+    """What a builtin call is recorded as: the function itself, or for a method bound to an object
+    (x.softmax, a new object at every call) the method of its type (Tensor.softmax), so that a
+    call in a loop is one entry and keeps no object alive."""
+    owner = getattr(function, "__self__", None)
+    if owner is None or isinstance(owner, ModuleType):
+        return function
+    name = getattr(function, "__name__", "?")
+    method = getattr(type(owner), name, None)
+    return method if method is not None else f"torch:{type(owner).__module__}.{type(owner).__qualname__}.{name}"
+
+
+class _Record:
+    """Context: notes every Python function, builtin and torch function called inside, in every thread.
+
+    A profile function (sys.setprofile) sees each Python function called ("call" events) and
+    each builtin ("c_call" events), torch's included, under any name: torch._softmax,
+    torch._C._nn.scaled_dot_product_attention, Tensor.softmax. It watches this thread, and every
+    thread started during the call (threading.setprofile), or on Python 3.12 and later every
+    thread there is (threading.setprofile_all_threads). A TorchFunctionMode also sees, in this
+    thread, torch functions that a builtin calls (map(torch._softmax, ...)). (Recording aten
+    operators, with a TorchDispatchMode, would also see torch.ops.aten.* called directly, but its
+    first use loads sympy and torch._dynamo: 1.7 s per kernel.)
+
+    What cannot be watched is reported, as calls named "thread:...": on Python 3.11 a thread that
+    was already running (one the answer could hand its work to), unless it is the kernel's own
+    (OWN_THREADS); a thread started during the call other than through threading.Thread; and the
+    profile function switched off by the call. A person reads them: the kernel could lie anyway.
     """
 
     def __enter__(self):
         self.codes, self.functions = {}, {}  # dicts as ordered sets: the first call first
+        self.evidence = {}
+        self.watched = []  # the threads started during the call through threading.Thread.start
+        self.active = True
+        self.all_threads = hasattr(threading, "setprofile_all_threads")
 
         def profile(frame, event, arg):
-            if event == "call":
+            if not self.active:  # a thread started during the call outlived it: stop watching it
+                sys.setprofile(None)
+            elif event == "call":
                 self.codes.setdefault(frame.f_code, None)
+            elif event == "c_call":
+                try:
+                    self.functions.setdefault(_c_function(arg), None)
+                except TypeError:  # unhashable: no sealed function is
+                    pass
+                if arg in _START_THREAD:
+                    self._started_thread(frame)
 
-        self.previous = sys.getprofile()
-        sys.setprofile(profile)
+        self.profile = profile
+        self.previous, self.previous_threads = sys.getprofile(), threading.getprofile()
+        self._note_threads()
         self.mode = _WatchTorch(self.functions)
         self.mode.__enter__()
+        # The profile function last: the recorder's own setting up is not among the calls.
+        if self.all_threads:
+            threading.setprofile_all_threads(profile)
+        else:
+            threading.setprofile(profile)
+            sys.setprofile(profile)
         return self
 
     def __exit__(self, *exc_info):
+        switched_off = sys.getprofile() is not self.profile
+        self.active = False
+        if self.all_threads:
+            threading.setprofile_all_threads(None)
+        else:
+            sys.setprofile(self.previous)
+            threading.setprofile(self.previous_threads)
         self.mode.__exit__(None, None, None)
-        sys.setprofile(self.previous)
+        if switched_off:
+            self.evidence.setdefault("thread:the recorder was switched off during the call", None)
+        self._note_threads()
+
+    def _note_threads(self):
+        """Report each thread alive now that is not watched: not this one, not the kernel's own."""
+        if self.all_threads:
+            return
+        me = threading.get_ident()
+        for ident in list(sys._current_frames()):
+            thread = threading._active.get(ident)
+            if ident != me and not _own_thread(thread) and not any(thread is t for t in self.watched):
+                name = thread.name if thread is not None else f"one started outside threading ({ident})"
+                self.evidence.setdefault("thread:" + re.sub(r"[^\w .:()<>-]", "?", str(name))[:80], None)
+
+    def _started_thread(self, frame):
+        """A thread is being started from `frame`: fine through threading.Thread.start (the new thread
+        runs the profile function), evidence otherwise."""
+        thread = frame.f_locals.get("self") if frame.f_code is threading.Thread.start.__code__ else None
+        plain = thread is not None and type(thread)._bootstrap_inner is threading.Thread._bootstrap_inner
+        if plain and (self.all_threads or threading.getprofile() is self.profile):
+            self.watched.append(thread)
+        else:
+            where = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
+            self.evidence.setdefault(f"thread:started unwatched from {str(where)[:80]}", None)
 
     def calls(self):
-        return tuple(dict.fromkeys(identity(x) for x in [*self.codes, *self.functions]))
+        recorded = (identity(x) for x in [*self.evidence, *self.codes, *self.functions])
+        return tuple(dict.fromkeys(recorded))
 
 
 def call_student(fn, case):
@@ -419,17 +524,18 @@ class Check:
         connection = _judge_connection()
         if connection is not None:
             return serve(connection, self.name, fn, hidden)
-        if self.device:
-            cases = self.cases(hidden, torch.device("cpu" if device is None else device))
-        else:
-            cases = self.cases(hidden)
+        made = (lambda h: self.cases(h, torch.device("cpu" if device is None else device))) if self.device \
+            else self.cases
+        cases = made(hidden)
+        # In the judge, a hidden case's failure is told to the kernel without its values (see run_check).
+        public = len(made(False)) if isinstance(fn, Remote) and hidden else None
         judge = self.judge
         if self.memory is not None:
             memory = self.memory()
             judge = lambda case, got, expected: self.judge(case, got, expected, memory)  # noqa: E731
         run_check(self.name, fn, cases, arg_names=self.arg_names, reference=self.reference, judge=judge,
                   seal=self.seal() if callable(self.seal) else self.seal, explain_error=self.explain_error,
-                  flag_library=self.flag_library)
+                  flag_library=self.flag_library, public_cases=public)
 
     def __repr__(self):
         return f"<{self.name}: {self.doc.splitlines()[0]}>"
@@ -455,7 +561,7 @@ def judge_by_rules(rules):
 
 
 def run_check(name, fn, cases, *, arg_names, reference, judge, seal=(), explain_error=None,
-              flag_library=()):
+              flag_library=(), public_cases=None):
     """Run `fn` on every case; raise CheckFailed at the first wrong answer, else print one line.
 
     fn: the student's function, or a `Remote` (in the judge) that calls it in the student's kernel.
@@ -469,6 +575,9 @@ def run_check(name, fn, cases, *, arg_names, reference, judge, seal=(), explain_
     flag_library: beginnings of torch function names (e.g. "_softmax") that an answer should
         not call under any name; when one does, the judge reports it, with the function,
         for a person to look at (`Remote.flags`).
+    public_cases: in the judge, how many of `cases` are visible ones (they come first); a failure on
+        a later, hidden case carries `for_kernel`, the sentence without the case's values or seed,
+        which is all the kernel is told: a notebook cannot learn the hidden cases by failing them.
     """
     sealed = seal_table(seal)
     for number, case in enumerate(cases, 1):
@@ -478,6 +587,7 @@ def run_check(name, fn, cases, *, arg_names, reference, judge, seal=(), explain_
         case.reply = reply
         if isinstance(fn, Remote):
             fn.note_library(name, case, library_calls(reply.calls, flag_library))
+            fn.note_unwatched(name, case, unwatched(reply.calls))
         problem = (_delegation(reply.calls, sealed, seal) or _crash(reply.error, explain_error)
                    or _mutation(case, before, reply, arg_names) or _returned_none(reply.value))
         if problem is None:
@@ -488,12 +598,26 @@ def run_check(name, fn, cases, *, arg_names, reference, judge, seal=(), explain_
                 reply.error = exc
         if problem is not None:
             where = f"{name} failed on case {number} of {len(cases)} ({case.label})"
-            raise CheckFailed(_one_sentence(f"{where}: {problem}")) from reply.error
+            failed = CheckFailed(_one_sentence(f"{where}: {problem}"))
+            if public_cases is not None and number > public_cases:
+                failed.for_kernel = _one_sentence(
+                    f"{name} failed on hidden case {number} of {len(cases)}: {_without_values(problem)} (a hidden "
+                    f"case's values are not shown while grading)")
+            raise failed from reply.error
     passed = f"{name}: {len(cases)} cases passed."
     if isinstance(fn, Remote):
         fn.passed = passed  # the judge sends it to the kernel, which prints it
     else:
         print(passed)
+
+
+_VALUE = re.compile(r"(?<![\w.])[-+]?(?:\d[\d_]*\.?\d*(?:e[-+]?\d+)?|\.\d+(?:e[-+]?\d+)?|inf|nan|true|false)(?![\w])",
+                    re.IGNORECASE)
+
+
+def _without_values(text):
+    """`text` with every number and truth value in it shown as "…" (float64 keeps its digits)."""
+    return _VALUE.sub("…", text)
 
 
 def _returned_none(got):
@@ -661,9 +785,19 @@ class Remote:
                                   "memory, or the kernel died)")
         return _read_reply(doc)
 
+    def note_unwatched(self, name, case, threads):
+        """A flag, once per check, when the recorder says it could not watch part of the call."""
+        names = [re.sub(r"[^\w.<>:=, -]", "?", str(t))[:80] for t in threads[:4]]
+        if names and not any(flag.startswith(f"{name} could not") for flag in self.flags):
+            self.flags.append(f"{name} could not watch all of the answer's work: {'; '.join(names)} "
+                              f"({case.label}; the kernel's own report)")
+
     def note_library(self, name, case, functions):
-        if functions and not any(flag.startswith(f"{name} ") for flag in self.flags):  # once per check
-            self.flags.append(f"{name} found the answer calling {', '.join(functions)} ({case.label})")
+        # The names come from the kernel: only the characters of a dotted name pass, and few of them.
+        names = [re.sub(r"[^\w.<>]", "?", str(f))[:80] for f in functions[:8]]
+        if names and not any(flag.startswith(f"{name} ") for flag in self.flags):  # once per check
+            self.flags.append(f"{name} found the answer calling {', '.join(names)} ({case.label}; the kernel's "
+                              f"own report)")
 
 
 def _read_reply(doc):
@@ -737,6 +871,60 @@ def expect_array_pair(got, names="(output, weights)", whats=("the output (first 
     return problem
 
 
+def noted(label, notes):
+    """(label, tags) for a Case: `label` with the text of each note that applies after it, and the tags of
+    those notes. notes: (applies, text, tag) triples; tag None for a note that only describes the case."""
+    tags = set()
+    for applies, text, tag in notes:
+        if applies:
+            label += text
+            tags.update([tag] if tag else [])
+    return label, frozenset(tags)
+
+
+def expect_float_array(got, what, why=""):
+    """None if `got` is a NumPy array of a floating-point dtype, else the problem (`why`: a hint after it)."""
+    problem = expect_array(got, what)
+    if problem is None and got.dtype.kind != "f":
+        problem = f"{what} has dtype {got.dtype}, expected a floating-point dtype{why}"
+    return problem
+
+
+def expect_float_pair(got, whats=("the output (first item)", "the weights (second item)")):
+    """None if `got` is the pair (output, weights) of floating-point NumPy arrays, else the problem
+    (`whats`: how a dtype problem names each item)."""
+    problem = expect_array_pair(got)
+    for item, what in zip(got, whats) if problem is None else ():
+        if item.dtype.kind != "f":
+            return f"{what} has dtype {item.dtype}, expected a floating-point dtype"
+    return problem
+
+
+def expect_loss(got, reply, like, *, inputs, like_name, keep_dtype, keep_device, no_flow, shape_hint=None):
+    """None if `got` is a loss that training can use, else the problem, the most fundamental first:
+    a torch tensor, in the autograd graph, of the dtype and device of `like` (the input it is computed
+    from), with no axis left (0-d).
+
+    inputs: what the loss must depend on ("z1 and z2"); like_name: how messages name `like`
+    ("the logits"); keep_dtype, keep_device: the advice for a wrong dtype, a wrong device;
+    no_flow(detail) -> the sentence for a graph that does not reach the inputs;
+    shape_hint(shape) -> what a loss of that shape probably did, "" when nothing fits.
+    """
+    problem = expect_array(got, "the loss", kind="torch")
+    if problem:
+        return problem
+    if not reply.requires_grad:
+        return no_flow(f" (the loss does not depend on {inputs} in the autograd graph)")
+    if got.dtype != like.dtype:
+        return f"the loss has dtype {got.dtype}, expected {like.dtype} like {like_name}: {keep_dtype}"
+    if got.device != like.device:
+        return f"the loss is on {got.device}, expected {like.device} like {like_name} ({keep_device})"
+    if got.dim() != 0:
+        hint = shape_hint(tuple(got.shape)) if shape_hint else ""
+        return f"the loss has shape {tuple(got.shape)}, expected a single number (a 0-d tensor){hint}"
+    return None
+
+
 def close(got, expected, atol, rtol):
     """True if the arrays have the same shape and |got - expected| <= atol + rtol * |expected| everywhere."""
     got = to_numpy(got)
@@ -754,16 +942,29 @@ def close(got, expected, atol, rtol):
     return bool(np.logical_and.reduce(within, axis=None))
 
 
+def hint_for(error, hints):
+    """The hint of the first of `hints` whose clue is in the error's text, or None: what an explain_error gives.
+
+    hints: (clue, hint) pairs, tried in order. A clue is a tuple of alternatives, any of which may
+    occur in str(error); an alternative is a string, or a tuple of strings that must all occur.
+    """
+    text = str(error)
+    for clue, hint in hints:
+        if any(all(part in text for part in ((alt,) if isinstance(alt, str) else alt)) for alt in clue):
+            return hint
+    return None
+
+
 def explain_shape_error(error):
     """One sentence for the shape slips of NumPy and torch code that transposes or reduces."""
-    text = str(error)
-    if "mismatch in its core dimension" in text or "shapes" in text and "not aligned" in text:
-        return ("a matrix product got operands whose inner sizes differ: .T reverses ALL the axes of a batched "
-                "array; transpose the last two only, np.swapaxes(k, -1, -2) (k.transpose(-2, -1) in torch)")
-    if "could not be broadcast" in text or "must match the size of tensor" in text:
-        return ("two arrays do not broadcast: a reduction without keepdims=True (keepdim=True in torch) drops "
-                "the axis it reduces, so the result no longer lines up with the input; keep that axis")
-    return None
+    return hint_for(error, [
+        (("mismatch in its core dimension", ("shapes", "not aligned")),
+         "a matrix product got operands whose inner sizes differ: .T reverses ALL the axes of a batched "
+         "array; transpose the last two only, np.swapaxes(k, -1, -2) (k.transpose(-2, -1) in torch)"),
+        (("could not be broadcast", "must match the size of tensor"),
+         "two arrays do not broadcast: a reduction without keepdims=True (keepdim=True in torch) drops "
+         "the axis it reduces, so the result no longer lines up with the input; keep that axis"),
+    ])
 
 
 def gradient_problem(reply, expected_grads, names, no_flow, hint=""):
@@ -814,10 +1015,7 @@ def judge_bool_mask(got, expected, mistakes):
             got.shape == expected.shape and ((got != 0) == expected).all()) else ""
         return f"the result has dtype {got.dtype}, expected bool{hint}"
     problem = compare(got, expected, atol=0, rtol=0, what="the result")
-    if problem is None:
-        return None
-    mistake = first_match((got,), mistakes, atol=0, rtol=0)
-    return f"{problem}; it matches {mistake}" if mistake else problem
+    return name_mistake(problem, (got,), mistakes, {"atol": 0, "rtol": 0})
 
 
 def compare(got, expected, atol, rtol, what="the output"):
@@ -879,6 +1077,23 @@ def first_match(got_parts, mistakes, atol, rtol):
     return None
 
 
+def matches(problem, mistake):
+    """`problem`, with "; it matches <mistake>" after it when a known mistake (a description) explains it."""
+    return f"{problem}; it matches {mistake}" if mistake else problem
+
+
+def name_mistake(problem, got_parts, mistakes, tolerance):
+    """None for no problem; else `problem`, naming the first of `mistakes` that `got_parts` matches.
+
+    The judges' last step: compare() found a difference, first_match() looks for its cause.
+    Call it only when there is a problem if building `mistakes` costs anything (first_match
+    computes each mistake lazily, but the call that makes the list or generator does run).
+    """
+    if problem is None:
+        return None
+    return matches(problem, first_match(got_parts, mistakes, **tolerance))
+
+
 def _close_but_nan(got, expected, atol, rtol):
     """close(), skipping the entries where `got` is NaN, as long as they are under half.
 
@@ -892,3 +1107,46 @@ def _close_but_nan(got, expected, atol, rtol):
     if 2 * np.count_nonzero(nan) > got.size:
         return False
     return close(np.where(nan, expected, got), expected, atol, rtol)
+
+
+# Statistics for the random functions (mlm_mask, text_infilling). An honest answer must fail less
+# than once in 10,000 gradings. Every statistical rule raises its alarm only where an exact binomial
+# tail (computed below, no normal approximation) is below ALARM = 1e-6 for an honest answer; one
+# grading of a random function runs fewer than 100 such tests, so by the union bound an honest
+# answer fails with probability below 100 x 1e-6 = 1e-4. tests/test_grading_bert.py measures it.
+ALARM = 1e-6
+
+
+def binomial_tails(k, n, p):
+    """(P(X <= k), P(X >= k)) for X ~ Binomial(n, p), summed exactly from log-probabilities."""
+    if n == 0 or p <= 0.0 or p >= 1.0:  # X is certain: 0, or n
+        x = n if p >= 1.0 else 0
+        return float(x <= k), float(x >= k)
+    # log P(X = i + 1) - log P(X = i) = log((n - i) / (i + 1)) + log(p / (1 - p)): a cumulative sum.
+    i = np.arange(n)
+    steps = np.log(n - i) - np.log(i + 1) + (np.log(p) - np.log1p(-p))
+    log_pmf = np.concatenate([[0.0], np.cumsum(steps)])
+    pmf = np.exp(log_pmf - log_pmf.max())
+    pmf /= pmf.sum()
+    return float(pmf[:k + 1].sum()), float(pmf[max(k, 0):].sum())
+
+
+def unlikely_count(k, n, p):
+    """"low" or "high" if an honest count k of n events of probability p is that far out with
+    probability below ALARM (each side at ALARM / 2), else None."""
+    low, high = binomial_tails(int(k), int(n), float(p))
+    if low < ALARM / 2:
+        return "low"
+    if high < ALARM / 2:
+        return "high"
+    return None
+
+
+def calls_own_function(reply, name):
+    """True if the call recorded in `reply` ran a Python function called `name` that is not the course's own
+    (the student's answer to an earlier exercise, say), as `identity` names it: "py:digest:dir/file:name"."""
+    for call in reply.calls if reply is not None else ():
+        parts = call.split(":") if call.startswith("py:") else ()
+        if len(parts) >= 4 and parts[-1] == name and parts[-2].split("/")[0] not in ("ref", "nn", "grading"):
+            return True
+    return False

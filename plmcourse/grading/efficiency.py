@@ -57,10 +57,10 @@ from plmcourse.grading.core import (
     Case,
     Check,
     compare,
-    expect_array,
-    expect_pair,
-    first_match,
+    expect_array, expect_loss, expect_pair,
+    name_mistake,
     hidden_salt,
+    hint_for,
     to_numpy,
     log_softmax,
     tolerance_for,
@@ -318,22 +318,15 @@ def _judge_distillation(case, got, expected):
     s = case.args[0]
     if isinstance(got, (float, np.floating)):
         return "the loss is a Python float; return the tensor itself (no .item()) so that gradients can flow"
-    problem = expect_array(got, "the loss", kind="torch")
+    problem = expect_loss(
+        got, case.reply, s, inputs="student_logits", like_name="the logits", no_flow=_distillation_no_flow,
+        keep_dtype="keep their dtype (no .float() or .double(); make new tensors with dtype=student_logits.dtype)",
+        keep_device="make new tensors on their device",
+        shape_hint=lambda shape: (" (one loss per example: average them over the batch)" if shape == (len(s),) else
+                                  " (a sum over the classes and a mean over the batch give one number)"
+                                  if math.prod(shape) > 1 else ""))
     if problem:
         return problem
-    reply = case.reply
-    if not reply.requires_grad:
-        return _distillation_no_flow(" (the loss does not depend on student_logits in the autograd graph)")
-    if got.dtype != s.dtype:
-        return (f"the loss has dtype {got.dtype}, expected {s.dtype} like the logits: keep their dtype (no .float() "
-                f"or .double(); make new tensors with dtype=student_logits.dtype)")
-    if got.device != s.device:
-        return f"the loss is on {got.device}, expected {s.device} like the logits (make new tensors on their device)"
-    if got.dim() != 0:
-        B = len(s)
-        hint = (" (one loss per example: average them over the batch)" if tuple(got.shape) == (B,) else
-                " (a sum over the classes and a mean over the batch give one number)" if got.numel() > 1 else "")
-        return f"the loss has shape {tuple(got.shape)}, expected a single number (a 0-d tensor){hint}"
     value = float(to_numpy(got))
     expected_value, expected_grad = expected
     if not math.isfinite(value):
@@ -792,8 +785,7 @@ def _judge_scale(case, scale, expected):
         if np.all(np.isfinite(got[zero])) and np.all(got[zero] > 0):
             return f"{problem}; it matches {SCALE_GUARD.format(value=float(value[0]))}"
         return problem
-    mistake = first_match((got,), _scale_mistakes(d["w"], d["axis"], d["dim"], d["np_dtype"]), **tolerance)
-    return f"{problem}; it matches {mistake}" if mistake else problem
+    return name_mistake(problem, (got,), _scale_mistakes(d["w"], d["axis"], d["dim"], d["np_dtype"]), tolerance)
 
 
 def _judge_q(case, q, expected):
@@ -837,18 +829,17 @@ def _judge_q(case, q, expected):
 
 
 def _explain_quantize_error(error):
-    text = str(error)
-    if "NoneType" in text or ("None" in text and "dim" in text):
-        return "dim may be None (the default): one scale for the whole tensor, w.abs().max() / 127"
-    if "Dimension out of range" in text or ("out of range" in text and "dim" in text):
-        return ("dim may be any axis, negative too, of a tensor of any number of dimensions: take the absmax over "
-                "every other axis, [a for a in range(w.dim()) if a != dim % w.dim()], with keepdim=True")
-    if "must match the size" in text or "could not be broadcast" in text:
-        return "keep the reduced axes (keepdim=True) so that scale broadcasts against w"
-    if "not implemented for" in text:
-        return ("round and clamp in floating point, then convert: "
-                "torch.round(w / scale).clamp(-127, 127).to(torch.int8)")
-    return None
+    return hint_for(error, [
+        (("NoneType", ("None", "dim")), "dim may be None (the default): one scale for the whole tensor, "
+                                        "w.abs().max() / 127"),
+        (("Dimension out of range", ("out of range", "dim")),
+         "dim may be any axis, negative too, of a tensor of any number of dimensions: take the absmax over "
+         "every other axis, [a for a in range(w.dim()) if a != dim % w.dim()], with keepdim=True"),
+        (("must match the size", "could not be broadcast"),
+         "keep the reduced axes (keepdim=True) so that scale broadcasts against w"),
+        (("not implemented for",),
+         "round and clamp in floating point, then convert: torch.round(w / scale).clamp(-127, 127).to(torch.int8)"),
+    ])
 
 
 check_quantize_int8 = Check(
@@ -992,20 +983,17 @@ def _judge_dequantize(case, got, expected):
                 f"multiplies, q · scale, which is 0 there (a division by the scale gives 0 / 0)")
     tolerance = tolerance_for(d["dtype"])
     problem = compare(values, expected, **tolerance, what="the result")
-    if problem is None:
-        return None
-    mistake = first_match((values,), _dequantize_mistakes(d["q"], d["scale"]), **tolerance)
-    return f"{problem}; it matches {mistake}" if mistake else problem
+    return problem and name_mistake(problem, (values,), _dequantize_mistakes(d["q"], d["scale"]), tolerance)
 
 
 def _explain_dequantize_error(error):
-    text = str(error)
-    if "must match the size" in text or "could not be broadcast" in text:
-        return ("scale is shaped to broadcast against q as it is (size 1 on the other axes): use it as it is, do "
-                "not squeeze, flatten or transpose it")
-    if "result type" in text and "can't be cast" in text:
-        return "an in-place product cannot turn int8 into floats: make a new tensor, q.to(scale.dtype) * scale"
-    return None
+    return hint_for(error, [
+        (("must match the size", "could not be broadcast"),
+         "scale is shaped to broadcast against q as it is (size 1 on the other axes): use it as it is, do "
+         "not squeeze, flatten or transpose it"),
+        ((("result type", "can't be cast"),),
+         "an in-place product cannot turn int8 into floats: make a new tensor, q.to(scale.dtype) * scale"),
+    ])
 
 
 check_dequantize = Check(

@@ -15,7 +15,7 @@ import torch
 
 from plmcourse import nn as course_nn
 from plmcourse import ref
-from plmcourse.grading.bert import LOSS_SEAL, _explain_loss_error, _judge_loss, _loss_case, _reference_loss
+from plmcourse.grading.bert import _loss_case, loss_check_parts
 from plmcourse.grading.core import (
     hidden_salt,
     Check,
@@ -67,11 +67,7 @@ check_causal_lm_loss = Check(
     doc="""Check a PyTorch `causal_lm_loss(logits, tokens, ignore_index=-100)`: the shift happens inside.""",
     arg_names=("logits", "tokens"),
     cases=_causal_cases,
-    reference=_reference_loss,
-    judge=lambda c, g, e: _judge_loss(c, g, e, "causal_lm_loss"),
-    seal=LOSS_SEAL,
-    explain_error=_explain_loss_error,
-    device=True,
+    **loss_check_parts("causal_lm_loss"),
     clauses=(
         ("logits (..., T, V), tokens (..., T): any leading dimensions", lambda c: c.args[0].dim() != 3),
         ("the logits at position t scored against the token at t + 1", lambda c: True),
@@ -280,6 +276,15 @@ def _judge_filter(case, got, expected, mistakes):
     return f"{problem}; it matches {mistake}"
 
 
+def _filter_check_parts(reference_filter, param, mistakes):
+    """The reference and the judge of check_top_k_filter (param "k") and check_top_p_filter ("p"), on the device:
+    reference_filter(logits, k or p) is the course's filter, mistakes(logits, k or p) the known wrong ones."""
+    def judge(case, got, expected):
+        return _judge_filter(case, got, expected, mistakes(case.data["logits"], case.data[param]))
+    return {"reference": lambda case: reference_filter(case.data["logits"], case.data[param]), "judge": judge,
+            "device": True}
+
+
 def _explain_top_k_error(error):
     if "NoneType" in str(error):  # logits is a tensor: only k can be None
         return "k may be None, which keeps every entry as k=0 does; test for it before using k as a number"
@@ -291,12 +296,9 @@ check_top_k_filter = Check(
     doc="""Check a PyTorch `top_k_filter(logits, k)`: keep the k largest per row (last axis), others -inf.""",
     arg_names=("logits", "k"),
     cases=_top_k_cases,
-    reference=lambda case: ref.top_k_filter(case.data["logits"], case.data["k"]),
-    judge=lambda case, got, expected: _judge_filter(
-                  case, got, expected, _top_k_mistakes(case.data["logits"], case.data["k"])),
+    **_filter_check_parts(ref.top_k_filter, "k", _top_k_mistakes),
     seal=TOP_K_SEAL,
     explain_error=_explain_top_k_error,
-    device=True,
     clauses=(
         ("keep the k largest logits along the last axis, the others -inf",
          lambda c: bool(c.data["k"]) and c.data["k"] < c.data["logits"].shape[-1]),
@@ -315,11 +317,8 @@ check_top_p_filter = Check(
     doc="""Check a PyTorch `top_p_filter(logits, p)`: keep the smallest most-likely set with mass >= p.""",
     arg_names=("logits", "p"),
     cases=_top_p_cases,
-    reference=lambda case: ref.top_p_filter(case.data["logits"], case.data["p"]),
-    judge=lambda case, got, expected: _judge_filter(
-                  case, got, expected, _top_p_mistakes(case.data["logits"], case.data["p"])),
+    **_filter_check_parts(ref.top_p_filter, "p", _top_p_mistakes),
     seal=TOP_P_SEAL,
-    device=True,
     clauses=(
         ("keep the smallest set of most likely tokens whose probability is at least p", lambda c: c.data["p"] < 1),
         ("the most likely token is always kept, even when its probability alone is above p",

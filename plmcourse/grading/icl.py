@@ -45,9 +45,10 @@ from plmcourse.grading.core import (
     as_scalar,
     compare,
     describe,
-    expect_array,
-    first_match,
+    expect_float_array,
     hidden_salt,
+    matches,
+    name_mistake,
 )
 from plmcourse.ref import icl as ref_icl
 
@@ -427,8 +428,7 @@ def _judge_prompt(case, got, expected, passed):
         passed.append(d)
         return None
     problem = _where_they_differ(got, expected)
-    mistake = _matching_mistake(got, d, passed) or _read_back(got, d)
-    return f"{problem}; it matches {mistake}" if mistake else problem
+    return matches(problem, _matching_mistake(got, d, passed) or _read_back(got, d))
 
 
 def _explain_prompt_error(error):
@@ -700,11 +700,9 @@ def _judge_induction(case, got, expected):
     if not isinstance(got, np.ndarray) and as_scalar(got) is not None or (
             isinstance(got, np.ndarray) and got.ndim == 0):
         return _single_number(got, expected, d)
-    problem = expect_array(got, "the result")
+    problem = expect_float_array(got, "the result", why=" (each score is a mean of weights)")
     if problem:
         return problem
-    if got.dtype.kind != "f":
-        return f"the result has dtype {got.dtype}, expected a floating-point dtype (each score is a mean of weights)"
     H = expected.shape[0]
     if got.shape != expected.shape:
         problem = f"the result has shape {got.shape}, expected ({H},), one score per head"
@@ -724,8 +722,8 @@ def _judge_induction(case, got, expected):
     if not np.any(_earlier(d["tokens"]) >= 0) and np.all(np.isnan(got)):
         return (f"{problem}; no token repeats here, so there is nothing to average (a mean of nothing is NaN): "
                 f"return np.zeros(H) then")
-    mistake = first_match((got,), ((text, lambda f=f: (f(),)) for text, f in _induction_mistakes(d)), **tolerance)
-    return f"{problem}; it matches {mistake}" if mistake else problem
+    mistakes = ((text, lambda f=f: (f(),)) for text, f in _induction_mistakes(d))
+    return name_mistake(problem, (got,), mistakes, tolerance)
 
 
 def _explain_induction_error(error):

@@ -24,7 +24,8 @@ from plmcourse.grading.core import (
     compare,
     describe,
     expect_array,
-    first_match,
+    name_mistake,
+    noted,
     to_numpy,
 )
 
@@ -67,20 +68,14 @@ def _ce_case(seed, shape, V, ignored=0.0, scale=1.0, dtype=np.float64, ignore_in
         holes.flat[0] = False  # at least one position counts
         targets[holes] = marker
     label = f"seed {seed}: logits {logits.shape}, targets {targets.shape}"
-    tags = set()
-    if ignored:
-        label += f", {int((targets == marker).sum())} positions with target {marker}"
-        tags.add("ignored")
-    if ignore_index is not None:
-        label += f", ignore_index={ignore_index}"
-        tags.add("ignore_index given")
-    if scale >= 100:
-        label += ", logits of about 1e4"
-        tags.add("large logits")
-    if dtype == np.float32:
-        label += ", float32"
+    label, tags = noted(label, [
+        (ignored, f", {int((targets == marker).sum())} positions with target {marker}", "ignored"),
+        (ignore_index is not None, f", ignore_index={ignore_index}", "ignore_index given"),
+        (scale >= 100, ", logits of about 1e4", "large logits"),
+        (dtype == np.float32, ", float32", None),
+    ])
     kwargs = {} if ignore_index is None else {"ignore_index": ignore_index}
-    return Case(label, (logits, targets), kwargs, tags=frozenset(tags),
+    return Case(label, (logits, targets), kwargs, tags=tags,
                 data={"logits": logits, "targets": targets, "ignore_index": marker})
 
 
@@ -154,10 +149,7 @@ def _judge_ce(case, got, expected):
         return f"the result is {value}"
     tolerance = F32 if case.data["logits"].dtype == np.float32 else F64
     problem = compare(np.array(value), np.array(expected), **tolerance, what="the result")
-    if problem is None:
-        return None
-    mistake = first_match((np.array(value),), _ce_mistakes(case.data), **tolerance)
-    return f"{problem}; it matches {mistake}" if mistake else problem
+    return problem and name_mistake(problem, (np.array(value),), _ce_mistakes(case.data), tolerance)
 
 
 def _explain_index_error(error):
@@ -345,8 +337,7 @@ def _judge_bilm(case, got, expected):
                 f"overflow, and a direction with nothing to predict must not divide by 0")
     problem = compare(np.array(value), np.array(expected_value), **F64, what="the loss")
     if problem:
-        mistake = first_match((np.array(value),), _bilm_mistakes(case.data), **F64)
-        return f"{problem}; it matches {mistake}" if mistake else problem
+        return name_mistake(problem, (np.array(value),), _bilm_mistakes(case.data), F64)
     return gradient_problem(case.reply, expected_grads, ("forward_logits", "backward_logits"), _no_flow,
                             " (does a .detach() cut part of the graph?)")
 
@@ -506,8 +497,7 @@ def _judge_mix(case, got, expected):
                 "the largest weight before exponentiating (or use torch.softmax)")
     problem = compare(got, expected_output, **F64, what="the result")
     if problem:
-        mistake = first_match((got,), _mix_mistakes(case.data), **F64)
-        return f"{problem}; it matches {mistake}" if mistake else problem
+        return name_mistake(problem, (got,), _mix_mistakes(case.data), F64)
     return gradient_problem(case.reply, expected_grads, ("layers", "weights", "gamma"), _no_flow,
                             " (does a .detach() or .item() cut part of the graph?)")
 

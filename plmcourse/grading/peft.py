@@ -58,10 +58,8 @@ from plmcourse.grading.core import (
     close,
     compare,
     describe,
-    expect_array,
-    expect_array_pair,
-    expect_pair,
-    first_match,
+    expect_array, expect_float_pair, expect_pair,
+    first_match, hint_for, matches, name_mistake, noted,
     hidden_salt,
     to_numpy,
 )
@@ -465,7 +463,7 @@ def _forward_problem(case, got, expected):
     if mistake is None and d["p"] > 0 and _dropout_in_eval(got, expected, d):
         mistake = ("dropout active in eval mode too (model.eval() ignored: F.dropout(x, p) without "
                    "training=self.training, or a mask of one's own); use nn.Dropout, which eval() turns off")
-    return f"{problem}; it matches {mistake}" if mistake else problem
+    return matches(problem, mistake)
 
 
 def _dropout_in_eval(got, expected, d):
@@ -563,8 +561,7 @@ def _merge_problem(case, got, expected):
                       lambda: (expected["merged"] - d["W"],)),
                      ("(B A)ᵀ added in merge(): the update of the (out, in) weight is B @ A",
                       lambda: (d["W"] + d["alpha"] / d["r"] * BA.T,))]
-        mistake = first_match((weight,), mistakes, **tolerance)
-        return f"{problem}; it matches {mistake}" if mistake else problem
+        return name_mistake(problem, (weight,), mistakes, tolerance)
     if d["b"] is None:
         if report["bias"] is not None:
             return "the base has no bias but the merged layer has one: create it with bias=False"
@@ -675,17 +672,13 @@ def _prefix_case(seed, B, H, L_q, L_k, d_k, d_v, P, mask=None, dtype=np.float64)
     elif mask is not None:
         mask = mask(rng)
         label += f", mask {mask.shape}"
-    tags = set()
-    if mask is not None and not np.broadcast_to(mask, (B, H, L_q, L_k)).any(axis=-1).all():
-        label += " with a query that may see none of its own keys"
-        tags.add("no own key")
-    if dtype == np.float32:
-        label += ", float32"
-        tags.add("float32")
+    no_own_key = mask is not None and not np.broadcast_to(mask, (B, H, L_q, L_k)).any(axis=-1).all()
+    label, tags = noted(label, [(no_own_key, " with a query that may see none of its own keys", "no own key"),
+                                (dtype == np.float32, ", float32", "float32")])
     arrays = tuple(a.astype(dtype) for a in (q, k, v, prefix_k, prefix_v))
     args = arrays if mask is None else arrays + (mask,)
     data = dict(zip(("q", "k", "v", "prefix_k", "prefix_v"), arrays), mask=mask)
-    return Case(label, args, tags=frozenset(tags), data=data)
+    return Case(label, args, tags=tags, data=data)
 
 
 def _prefix_cases(hidden):
@@ -709,12 +702,15 @@ def _prefix_cases(hidden):
     return cases
 
 
-def _with_prefix(d, *, after=False, prefix_mask="all", swap=False, batch=None, empty_rows_zero=False):
+def _with_prefix(d, *, after=False, prefix_mask="all", swap=False, batch=None, empty_rows_zero=False,
+                 values_from_keys=False):
     """attention_with_prefix with the switches that reproduce known mistakes."""
     q, k, v = (d[n].astype(np.float64) for n in ("q", "k", "v"))
     prefix_k, prefix_v = (d[n].astype(np.float64) for n in ("prefix_k", "prefix_v"))
     if swap:
         prefix_k, prefix_v = prefix_v, prefix_k
+    if values_from_keys:
+        prefix_v = prefix_k
     B, H, L_q, _ = q.shape
     L_k, P = k.shape[2], prefix_k.shape[1]
 
@@ -751,6 +747,9 @@ def _prefix_mistakes(d):
                lambda: _with_prefix(d, batch=_interleaved))
     if d["prefix_k"].shape == d["prefix_v"].shape:
         yield "prefix_k and prefix_v swapped", lambda: _with_prefix(d, swap=True)
+    if d["prefix_k"].shape == d["prefix_v"].shape:
+        yield ("prefix_k used as the prefix values too: the values in front of v are prefix_v",
+               lambda: _with_prefix(d, values_from_keys=True))
     yield ("the prefix columns masked out: every query may attend to all P prefix positions, so the mask "
            "gets P True columns in front", lambda: _with_prefix(d, prefix_mask="none"))
     first_key = None if d["mask"] is None else np.broadcast_to(d["mask"], _scores_shape_of(d))[..., 0]
@@ -765,13 +764,10 @@ def _prefix_mistakes(d):
 
 
 def _judge_prefix(case, got, expected):
-    problem = expect_array_pair(got)
+    problem = expect_float_pair(got)
     if problem:
         return problem
     output, weights = got
-    for item, what in ((output, "the output (first item)"), (weights, "the weights (second item)")):
-        if item.dtype.kind != "f":
-            return f"{what} has dtype {item.dtype}, expected a floating-point dtype"
     d = case.data
     tolerance = _tolerance(d["q"])
     expected_output, expected_weights = expected
@@ -783,25 +779,22 @@ def _judge_prefix(case, got, expected):
                 f"in front of them?)")
     problem = (compare(output, expected_output, **tolerance, what="the output")
                or compare(weights, expected_weights, **tolerance, what="the weights"))
-    if problem is None:
-        return None
-    mistake = first_match((output, weights), _prefix_mistakes(d), **tolerance)
-    return f"{problem}; it matches {mistake}" if mistake else problem
+    return problem and name_mistake(problem, (output, weights), _prefix_mistakes(d), tolerance)
 
 
 def _explain_prefix_error(error):
-    text = str(error)
-    if "does not broadcast to the scores' shape" in text:
-        return ("the mask covers the L_k keys only, the scores have P + L_k columns: put P True columns in "
-                "front of the mask, since every query may see the prefix")
-    if "input array dimensions" in text or "same number of dimensions" in text:
-        return ("arrays joined with np.concatenate must agree in every other axis: give the prefix its batch "
-                "axis (np.broadcast_to(prefix_k, (B, H, P, d_k))) and broadcast the mask to (B, H, L_q, L_k) "
-                "before putting P True columns in front of it")
-    if "could not be broadcast" in text:
-        return ("the prefix goes in front of the keys and values (np.concatenate along the sequence axis), "
-                "it is not added to them")
-    return None
+    return hint_for(error, [
+        (("does not broadcast to the scores' shape",),
+         "the mask covers the L_k keys only, the scores have P + L_k columns: put P True columns in "
+         "front of the mask, since every query may see the prefix"),
+        (("input array dimensions", "same number of dimensions"),
+         "arrays joined with np.concatenate must agree in every other axis: give the prefix its batch "
+         "axis (np.broadcast_to(prefix_k, (B, H, P, d_k))) and broadcast the mask to (B, H, L_q, L_k) "
+         "before putting P True columns in front of it"),
+        (("could not be broadcast",),
+         "the prefix goes in front of the keys and values (np.concatenate along the sequence axis), "
+         "it is not added to them"),
+    ])
 
 
 def _scores_shape_of(d):
@@ -868,6 +861,18 @@ class _Tied(torch.nn.Module):
         self.head.weight = self.embedding.weight
 
 
+class _LoRAParameters(torch.nn.Module):
+    """What a LoRA layer holds, and nothing it computes: a frozen Linear `base`, trainable A (r, in)
+    and B (out, r), named as in plmcourse.nn.LoRALinear. Counting needs the parameters only, and
+    the grading sandbox, which keeps no implementation of the LoRA exercise, has no LoRALinear."""
+
+    def __init__(self, n_in, n_out, r):
+        super().__init__()
+        self.base = torch.nn.Linear(n_in, n_out).requires_grad_(False)
+        self.A = torch.nn.Parameter(torch.zeros(r, n_in))
+        self.B = torch.nn.Parameter(torch.zeros(n_out, r))
+
+
 def _build(spec):
     """The model a plain description stands for: (kind, *arguments), nested."""
     kind, *rest = spec
@@ -881,8 +886,7 @@ def _build(spec):
     if kind == "shared":  # one module used rest[1] times
         return torch.nn.Sequential(*[_build(rest[0])] * rest[1])
     if kind == "lora":
-        n_in, n_out, r = rest
-        return nn_peft.LoRALinear(torch.nn.Linear(n_in, n_out), r, 2 * r)
+        return _LoRAParameters(*rest)
     layers = {"linear": lambda n_in, n_out, bias=True: torch.nn.Linear(n_in, n_out, bias=bias),
               "embedding": torch.nn.Embedding, "layernorm": torch.nn.LayerNorm, "batchnorm": torch.nn.BatchNorm1d,
               "relu": torch.nn.ReLU, "buffer": _WithBuffer, "tied": _Tied}
@@ -985,8 +989,16 @@ def _count_mistakes(spec, expected):
 
     yield "(total, trainable) in the wrong order: return (trainable, total)", lambda: (total, trainable)
     yield "frozen parameters counted as trainable: count p.numel() only where p.requires_grad", lambda: (total, total)
+    # With nothing frozen and no .grad set yet, (0, total) is both a test on .grad and requires_grad the wrong
+    # way round: name both. Otherwise each is named only where the case can show it.
+    grads_set = sum(p.numel() for p in model().parameters() if p.grad is not None)
+    yield ("no parameter counted as trainable, though every one has requires_grad=True: test p.requires_grad "
+           "itself (not p.grad, which stays None until a backward pass, and not its negation)",
+           lambda: (0, total) if trainable == total and grads_set == 0 else None)
+    yield ("parameters counted by whether their .grad is set: .grad stays None until a backward pass; a parameter "
+           "trains when p.requires_grad is True", lambda: (grads_set, total) if grads_set != trainable else None)
     yield ("the frozen parameters counted instead of the trainable ones (requires_grad tested the wrong way "
-           "round)", lambda: (total - trainable, total))
+           "round)", lambda: (total - trainable, total) if trainable < total else None)
     yield ("a tensor shared by two modules (tied weights) counted twice: model.parameters() yields it once, "
            "named_parameters(remove_duplicate=False) and each module's own parameters under each owner",
            per_module)
@@ -1029,7 +1041,8 @@ def _judge_count(case, got, expected):
         return None
     problem = f"the result is {tuple(counts)}, expected (trainable, total) = {tuple(expected)}"
     for description, compute in _count_mistakes(case.data["spec"], expected):
-        if tuple(compute()) == tuple(counts):
+        candidate = compute()  # None where this case cannot show the mistake
+        if candidate is not None and tuple(candidate) == tuple(counts):
             return f"{problem}; it matches {description}"
     return problem
 

@@ -49,7 +49,7 @@ from plmcourse.grading.core import (
     compare,
     describe,
     expect_array,
-    first_match,
+    first_match, hint_for, matches, name_mistake,
     hidden_salt,
     to_numpy,
     log_softmax,
@@ -86,10 +86,6 @@ def _expect_float_tensor(got, like, name):
     if got.device != like.device:
         return f"the result is on {got.device}, expected {like.device} like {name} (make new tensors on its device)"
     return None
-
-
-def _matches(problem, mistake):
-    return f"{problem}; it matches {mistake}" if mistake else problem
 
 
 # ============================================================================
@@ -232,6 +228,21 @@ def _verbalizer_mistakes(d):
         yield VB_SWAPPED, log_softmax_of(L[rows, :, pos])  # (B, T): position t stands for token t
 
 
+def _tensor_problem(case, got, expected, name, shape_problem):
+    """(problem, values) for a judge of a float tensor: the first problem of `got`, its type, dtype and device
+    (like the first argument, `name`), then its shape (shape_problem(shape, data) explains it), then its
+    values against `expected`; and those values as float64 NumPy when they differ, else None (nothing
+    more for the judge to explain: no problem, or one found before the values)."""
+    problem = _expect_float_tensor(got, case.args[0], name)
+    if problem:
+        return problem, None
+    if tuple(got.shape) != expected.shape:
+        return shape_problem(tuple(got.shape), case.data), None
+    values = to_numpy(got).astype(np.float64)
+    problem = compare(values, expected, **tolerance_for(case.data["dtype"]), what="the result")
+    return problem, values if problem else None
+
+
 def _verbalizer_shape_problem(shape, d):
     B, T, V = d["logits"].shape
     C = len(d["words"])
@@ -253,20 +264,14 @@ def _verbalizer_shape_problem(shape, d):
 
 def _judge_verbalizer(case, got, expected):
     d = case.data
-    problem = _expect_float_tensor(got, case.args[0], "logits")
-    if problem:
+    problem, values = _tensor_problem(case, got, expected, "logits", _verbalizer_shape_problem)
+    if values is None:
         return problem
-    if tuple(got.shape) != expected.shape:
-        return _verbalizer_shape_problem(tuple(got.shape), d)
-    values = to_numpy(got).astype(np.float64)
     tolerance = tolerance_for(d["dtype"])
-    problem = compare(values, expected, **tolerance, what="the result")
-    if problem is None:
-        return None
     if d["large"] and not np.isfinite(values).all():
         return (f"{problem}: with class scores hundreds apart a probability underflows to 0 and its log is −inf; "
                 f"torch.log_softmax(scores, dim=-1) subtracts the max first and stays finite")
-    return _matches(problem, first_match((values,), _verbalizer_mistakes(d), **tolerance))
+    return matches(problem, first_match((values,), _verbalizer_mistakes(d), **tolerance))
 
 
 def _explain_verbalizer_error(error):
@@ -491,32 +496,22 @@ def _pet_shape_problem(shape, d):
 
 
 def _judge_pet(case, got, expected):
-    d = case.data
-    problem = _expect_float_tensor(got, case.args[0], "pattern_log_probs")
-    if problem:
+    problem, values = _tensor_problem(case, got, expected, "pattern_log_probs", _pet_shape_problem)
+    if values is None:
         return problem
-    if tuple(got.shape) != expected.shape:
-        return _pet_shape_problem(tuple(got.shape), d)
-    values = to_numpy(got).astype(np.float64)
-    tolerance = tolerance_for(d["dtype"])
-    problem = compare(values, expected, **tolerance, what="the result")
-    if problem is None:
-        return None
-    return _matches(problem, first_match((values,), _pet_mistakes(d, case.tags), **tolerance))
+    return name_mistake(problem, (values,), _pet_mistakes(case.data, case.tags), tolerance_for(case.data["dtype"]))
 
 
 def _explain_pet_error(error):
-    text = str(error)
-    if "NoneType" in text or ("None" in text and "weight" in text):
-        return "weights may be None (the default): every pattern then weighs 1 / P"
-    if "must match the size" in text or "could not be broadcast" in text:
-        return ("weights holds one number per pattern, (P,): shape it (P, 1, 1), weights[:, None, None], so that it "
-                "weighs axis 0 of pattern_log_probs (or use torch.tensordot(weights, pattern_log_probs, dims=1))")
-    if "dtype" in text or "expected scalar type" in text or "same dtype" in text:
-        return "keep pattern_log_probs' dtype: make new tensors with dtype=pattern_log_probs.dtype"
-    if "same device" in text:
-        return "make new tensors on pattern_log_probs.device"
-    return None
+    return hint_for(error, [
+        (("NoneType", ("None", "weight")), "weights may be None (the default): every pattern then weighs 1 / P"),
+        (("must match the size", "could not be broadcast"),
+         "weights holds one number per pattern, (P,): shape it (P, 1, 1), weights[:, None, None], so that it "
+         "weighs axis 0 of pattern_log_probs (or use torch.tensordot(weights, pattern_log_probs, dims=1))"),
+        (("dtype", "expected scalar type", "same dtype"),
+         "keep pattern_log_probs' dtype: make new tensors with dtype=pattern_log_probs.dtype"),
+        (("same device",), "make new tensors on pattern_log_probs.device"),
+    ])
 
 
 check_pet_soft_labels = Check(
@@ -762,6 +757,16 @@ def _select_mistakes(probs, per_class):
     yield SEL_LEAST, per_class_top(per_class, ascending=True)
 
 
+def _positions_in_subsets(probs, per_class):
+    """The answer that returns, for each class, its top positions within the examples predicted as it, unmapped."""
+    predicted, confidence = probs.argmax(-1), probs.max(-1)
+    out = []
+    for c in range(probs.shape[1]):
+        mine = confidence[predicted == c]
+        out += np.argsort(-mine, kind="stable")[:per_class].tolist()
+    return sorted(out)
+
+
 def _select_mistake(d, indices):
     probs, per_class = d["probs"], d["per_class"]
     chosen = set(indices)
@@ -794,6 +799,10 @@ def _judge_select(case, got, expected):
         i, n = repeated[0]
         problem = (f"index {i} appears {n} times in the selection: each example is chosen at most once, for the "
                    f"class it is predicted as")
+        if _positions_in_subsets(probs, per_class) == sorted(indices):
+            problem = (f"{problem}; it matches each class's top positions WITHIN that class's examples (topk on "
+                       f"probs[predicted == c]) returned as they are: map them back to rows of probs, "
+                       f"torch.nonzero(predicted == c)[top]")
     else:
         want = {int(i) for i in expected}
         ties = " (ties at the cut may go either way)" if "ties at the cut" in case.tags else ""
@@ -806,19 +815,18 @@ def _judge_select(case, got, expected):
         need = [n for *_, n in _per_class(probs, per_class)]
         if len(mine) and mine.tolist() != need:
             problem += f"; per predicted class it takes {mine.tolist()}, expected {need}"
-    return _matches(problem, _select_mistake(d, indices))
+    return matches(problem, _select_mistake(d, indices))
 
 
 def _explain_select_error(error):
-    text = str(error)
-    if "with size 0" in text or "numel() == 0" in text or "zero-size" in text:
-        return "a class may have no predicted example at all: it then adds nothing to the selection"
-    if "selected index k out of range" in text or ("kth" in text and "out of bounds" in text):
-        return ("a class may have fewer predicted examples than per_class: it then gives all it has, "
-                "min(per_class, its count)")
-    if "must be long" in text or "tensors used as indices" in text:
-        return "indices are integers: keep them as a long tensor"
-    return None
+    return hint_for(error, [
+        (("with size 0", "numel() == 0", "zero-size"),
+         "a class may have no predicted example at all: it then adds nothing to the selection"),
+        (("selected index k out of range", ("kth", "out of bounds")),
+         "a class may have fewer predicted examples than per_class: it then gives all it has, "
+         "min(per_class, its count)"),
+        (("must be long", "tensors used as indices"), "indices are integers: keep them as a long tensor"),
+    ])
 
 
 def _counts(c):

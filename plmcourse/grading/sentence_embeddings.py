@@ -56,9 +56,8 @@ from plmcourse.grading.core import (
     close,
     compare,
     describe,
-    expect_array,
-    expect_array_pair,
-    first_match,
+    expect_array, expect_array_pair, expect_loss,
+    first_match, hint_for, matches, name_mistake,
     to_numpy,
     log_softmax,
 )
@@ -268,8 +267,7 @@ def _judge_mean_pool(case, got, expected):
                     "tokens clamped to at least 1 (count.clamp(min=1))")
     problem = compare(values, want, **tolerance, what="the result")
     if problem:
-        mistake = first_match((values,), _mean_pool_mistakes(data), **tolerance)
-        return f"{problem}; it matches {mistake}" if mistake else problem
+        return name_mistake(problem, (values,), _mean_pool_mistakes(data), tolerance)
     return _judge_mean_pool_gradient(case, got, want_grad) if data["grad"] else None
 
 
@@ -301,25 +299,26 @@ def _judge_mean_pool_gradient(case, got, want_grad):
     return f"{problem} (compared with upstream * mask / count; does a .detach() cut part of the graph?)"
 
 
+NO_NUMPY_HINT = ((("numpy()", "requires grad"),), "gradients do not flow through .numpy(), keep every step in torch")
+
+
 def _explain_mean_pool_error(error):
-    text = str(error)
-    if "leaf Variable that requires grad" in text or "a view of a leaf Variable" in text:
-        return ("do not modify hidden in place (masked_fill_, hidden[...] = ..., *=); build a new tensor, e.g. "
-                "with torch.where or masked_fill")
-    if "must match the size of tensor" in text or "not broadcastable" in text:
-        return ("the mask (B, T) does not broadcast against hidden (B, T, d): add a feature axis, "
-                "mask.unsqueeze(-1) or mask[..., None]")
-    if "condition to be a boolean" in text or "only supports boolean masks" in text or "bitwise_not" in text:
-        return "the mask may be bool, 0/1 integers or float: make it boolean first with mask.bool() (or mask != 0)"
-    if "with a bool tensor is not supported" in text:
-        return "1 - mask does not work on a bool mask: use ~mask, or convert with mask.to(hidden.dtype) first"
-    if ("expected scalar type" in text or "same dtype" in text or "dtype" in text and "but got" in text):
-        return "convert the mask to hidden's dtype, mask.to(hidden.dtype), before combining them"
-    if "same device" in text:
-        return "make new tensors on hidden.device"
-    if "numpy()" in text and "requires grad" in text:
-        return "gradients do not flow through .numpy(), keep every step in torch"
-    return None
+    return hint_for(error, [
+        (("leaf Variable that requires grad", "a view of a leaf Variable"),
+         "do not modify hidden in place (masked_fill_, hidden[...] = ..., *=); build a new tensor, e.g. "
+         "with torch.where or masked_fill"),
+        (("must match the size of tensor", "not broadcastable"),
+         "the mask (B, T) does not broadcast against hidden (B, T, d): add a feature axis, "
+         "mask.unsqueeze(-1) or mask[..., None]"),
+        (("condition to be a boolean", "only supports boolean masks", "bitwise_not"),
+         "the mask may be bool, 0/1 integers or float: make it boolean first with mask.bool() (or mask != 0)"),
+        (("with a bool tensor is not supported",),
+         "1 - mask does not work on a bool mask: use ~mask, or convert with mask.to(hidden.dtype) first"),
+        (("expected scalar type", "same dtype", ("dtype", "but got")),
+         "convert the mask to hidden's dtype, mask.to(hidden.dtype), before combining them"),
+        (("same device",), "make new tensors on hidden.device"),
+        NO_NUMPY_HINT,
+    ])
 
 
 check_mean_pool = Check(
@@ -377,10 +376,6 @@ def _scalar_problem(value, expected, tolerance, what, mistakes=(), precise=(), n
     if tolerance is F64 and close(np.array(value), np.array(expected), **F32):
         problem += note.format(**F64)
     return problem
-
-
-def _matches(problem, mistake):
-    return f"{problem}; it matches {mistake}" if mistake else problem
 
 
 def _rows(indices):
@@ -845,24 +840,23 @@ def _judge_whitening(case, got, expected):
         return None
     mistakes = ((text, lambda compute=compute: (_align(compute(), W),)) for text, compute in _whitening_mistakes(X, k))
     mistake = first_match((W,), mistakes, **tolerance)
-    return f"{_matches(problem, mistake)}; {_whitening_note(X, mu, W, tolerance)}"
+    return f"{matches(problem, mistake)}; {_whitening_note(X, mu, W, tolerance)}"
 
 
 def _explain_whitening_error(error):
-    text = str(error)
-    if "0-dimensional array" in text:
-        return ("with a single column (d = 1), np.cov(X.T) is a 0-d array, one variance; make it a (1, 1) "
-                "matrix with np.atleast_2d before the decomposition")
-    if "NoneType" in text or "slice indices must be integers" in text:
-        return "k may be None (the default): keep all d components then, k = X.shape[1]"
-    if "mismatch in its core dimension" in text or "not aligned" in text:
-        return "X - mu is (n, d) and W must be (d, k); check which axis np.cov and the decomposition work on"
-    if "could not be broadcast" in text:
-        return ("U[:, :k] (d, k) divided by np.sqrt(s[:k]) (k,) scales each column; check the shapes of U and s "
-                "(and that mu has shape (d,))")
-    if "did not converge" in text or "infs or NaNs" in text:
-        return "the matrix decomposed contains NaN or inf"
-    return None
+    return hint_for(error, [
+        (("0-dimensional array",),
+         "with a single column (d = 1), np.cov(X.T) is a 0-d array, one variance; make it a (1, 1) "
+         "matrix with np.atleast_2d before the decomposition"),
+        (("NoneType", "slice indices must be integers"),
+         "k may be None (the default): keep all d components then, k = X.shape[1]"),
+        (("mismatch in its core dimension", "not aligned"),
+         "X - mu is (n, d) and W must be (d, k); check which axis np.cov and the decomposition work on"),
+        (("could not be broadcast",),
+         "U[:, :k] (d, k) divided by np.sqrt(s[:k]) (k,) scales each column; check the shapes of U and s "
+         "(and that mu has shape (d,))"),
+        (("did not converge", "infs or NaNs"), "the matrix decomposed contains NaN or inf"),
+    ])
 
 
 check_whitening = Check(
@@ -1103,6 +1097,17 @@ def _info_nce_mistakes(d, tags):
     if hard is not None:
         yield ("the hard negatives ignored: every row of z1 is compared with [z2; hard_negatives], "
                "torch.cat([z2, hard_negatives], dim=0)", lambda: (_nce_numpy(z1, z2, tau),))
+    if hard is not None and len(hard) >= B:
+        def own_row():  # one extra column: cos(z1[i], hard[i]) only
+            unit = lambda x: x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-300)  # noqa: E731
+            a, b, h = unit(z1), unit(z2), unit(hard[:B])
+            logits = np.concatenate([a @ b.T, (a * h).sum(-1, keepdims=True)], axis=1) / tau
+            top = logits.max(axis=1, keepdims=True)
+            log_z = top[:, 0] + np.log(np.exp(logits - top).sum(axis=1))
+            return (np.array((log_z - np.diag(logits[:, :B])).mean()),)
+        yield ("each hard negative scored against its own row only (one extra column, cos(z1[i], h[i])), but every "
+               "hard negative joins the candidates of EVERY row: logits = cos(z1, [z2; hard_negatives]), "
+               "shape (B, B + M)", own_row)
     yield ("the log-likelihood instead of the loss: the minus sign is missing",
            lambda: (-_nce_numpy(z1, candidates, tau),))
 
@@ -1117,22 +1122,15 @@ def _judge_info_nce(case, got, expected):
     z1 = case.args[0]
     if type(got) is float:
         return "the loss is a Python float; return the tensor itself (no .item()) so that gradients can flow"
-    problem = expect_array(got, "the loss", kind="torch")
+    problem = expect_loss(
+        got, case.reply, z1, inputs="z1 and z2", like_name="z1", no_flow=_nce_no_flow,
+        keep_dtype="keep z1's dtype (no .float() or .double(); make new tensors with dtype=z1.dtype)",
+        keep_device="make new tensors on z1.device",
+        shape_hint=lambda shape: (" (one loss per row: take their mean)" if shape == (len(z1),) else
+                                  " (use .mean(), or F.cross_entropy's default reduction)"
+                                  if math.prod(shape) == 1 else ""))
     if problem:
         return problem
-    reply = case.reply
-    if not reply.requires_grad:
-        return _nce_no_flow(" (the loss does not depend on z1 and z2 in the autograd graph)")
-    if got.dtype != z1.dtype:
-        return (f"the loss has dtype {got.dtype}, expected {z1.dtype} like z1: keep z1's dtype (no .float() or "
-                f".double(); make new tensors with dtype=z1.dtype)")
-    if got.device != z1.device:
-        return f"the loss is on {got.device}, expected {z1.device} like z1 (make new tensors on z1.device)"
-    if got.dim() != 0:
-        B = len(z1)
-        hint = (" (one loss per row: take their mean)" if tuple(got.shape) == (B,) else
-                " (use .mean(), or F.cross_entropy's default reduction)" if got.numel() == 1 else "")
-        return f"the loss has shape {tuple(got.shape)}, expected a single number (a 0-d tensor){hint}"
     value = float(to_numpy(got))
     expected_value, expected_grads = expected
     if not math.isfinite(value):
@@ -1187,27 +1185,25 @@ def _judge_info_nce_gradients(case, expected_grads, tolerance):
 
 
 def _explain_info_nce_error(error):
-    text = str(error)
-    if "Sizes of tensors must match" in text:
-        return ("hard_negatives (M, d) go below z2 (B, d), along dim 0: torch.cat([z2, hard_negatives], dim=0); "
-                "M need not equal B")
-    if "cannot be multiplied" in text or "size mismatch" in text or "must match the size" in text:
-        return ("the logits are (B, B + M): z1 (B, d) times the candidates transposed, (d, B + M); the hard "
-                "negatives join z2 along dim 0")
-    if "batch_size" in text or "out of bounds" in text:
-        return ("F.cross_entropy needs logits (B, B + M), one row per row of z1, and targets torch.arange(B); "
-                "concatenate the hard negatives to z2 (not to z1), and do not transpose the logits")
-    if "NoneType" in text or "got None" in text:
-        return "hard_negatives may be None (the default): concatenate them only when they are given"
-    if "leaf Variable that requires grad" in text or "a view of a leaf Variable" in text:
-        return "do not normalise z1 or z2 in place (div_, /=): z1 = z1 / norm makes a new tensor"
-    if "numpy()" in text and "requires grad" in text:
-        return "gradients do not flow through .numpy(), keep every step in torch"
-    if "dtype" in text or "expected scalar type" in text:
-        return "keep z1's dtype: make new tensors with dtype=z1.dtype (or use the tensors you are given)"
-    if "same device" in text:
-        return "make new tensors on z1.device"
-    return None
+    return hint_for(error, [
+        (("Sizes of tensors must match",),
+         "hard_negatives (M, d) go below z2 (B, d), along dim 0: torch.cat([z2, hard_negatives], dim=0); "
+         "M need not equal B"),
+        (("cannot be multiplied", "size mismatch", "must match the size"),
+         "the logits are (B, B + M): z1 (B, d) times the candidates transposed, (d, B + M); the hard "
+         "negatives join z2 along dim 0"),
+        (("batch_size", "out of bounds"),
+         "F.cross_entropy needs logits (B, B + M), one row per row of z1, and targets torch.arange(B); "
+         "concatenate the hard negatives to z2 (not to z1), and do not transpose the logits"),
+        (("NoneType", "got None"),
+         "hard_negatives may be None (the default): concatenate them only when they are given"),
+        (("leaf Variable that requires grad", "a view of a leaf Variable"),
+         "do not normalise z1 or z2 in place (div_, /=): z1 = z1 / norm makes a new tensor"),
+        NO_NUMPY_HINT,
+        (("dtype", "expected scalar type"),
+         "keep z1's dtype: make new tensors with dtype=z1.dtype (or use the tensors you are given)"),
+        (("same device",), "make new tensors on z1.device"),
+    ])
 
 
 check_info_nce_loss = Check(

@@ -17,19 +17,8 @@ import torch.nn.functional as F
 from plmcourse import nn as course_nn
 from plmcourse import ref
 from plmcourse.grading.core import (
-    hidden_salt,
-    Check,
-    F32,
-    F64,
-    Case,
-    as_scalar,
-    close,
-    compare,
-    describe,
-    expect_array,
-    first_match,
-    logits_case,
-    explain_shape_error,
+    F32, F64, Case, Check, as_scalar, close, compare, describe, expect_array, expect_float_array, explain_shape_error,
+    first_match, hidden_salt, logits_case, matches, name_mistake, noted,
 )
 
 __all__ = ["check_log_softmax", "check_noise_distribution", "check_skipgram_negative_sampling_loss"]
@@ -46,21 +35,19 @@ def _tolerance(*arrays):
 # ----------------------------------------------------------------------------
 # log_softmax(x, axis=-1), NumPy
 
-LOG_SOFTMAX_SEAL = [
-    (ref.log_softmax, "plmcourse.ref.log_softmax"),
-    (ref.softmax, "plmcourse.ref.softmax"),
-    (course_nn.softmax, "plmcourse.nn.softmax"),
-    (torch.log_softmax, "torch.log_softmax"),
-    (torch.Tensor.log_softmax, "torch.Tensor.log_softmax"),
-    (F.log_softmax, "torch.nn.functional.log_softmax"),
+# The softmaxes that neither NumPy exercise, softmax (notebook 03) nor log_softmax, may call.
+COURSE_SOFTMAX = [(ref.softmax, "plmcourse.ref.softmax"), (course_nn.softmax, "plmcourse.nn.softmax")]
+TORCH_SOFTMAX = [(torch.softmax, "torch.softmax"), (torch.Tensor.softmax, "torch.Tensor.softmax"),
+                 (F.softmax, "torch.nn.functional.softmax")]
+TORCH_LOG_SOFTMAX = [(torch.log_softmax, "torch.log_softmax"), (torch.Tensor.log_softmax, "torch.Tensor.log_softmax"),
+                     (F.log_softmax, "torch.nn.functional.log_softmax")]
+
+LOG_SOFTMAX_SEAL = [(ref.log_softmax, "plmcourse.ref.log_softmax")] + COURSE_SOFTMAX + TORCH_LOG_SOFTMAX + [
     (torch.special.log_softmax, "torch.special.log_softmax"),
     (torch.nn.LogSoftmax, "torch.nn.LogSoftmax"),
     (torch.logsumexp, "torch.logsumexp"),
     (torch.Tensor.logsumexp, "torch.Tensor.logsumexp"),
-    (torch.softmax, "torch.softmax"),
-    (torch.Tensor.softmax, "torch.Tensor.softmax"),
-    (F.softmax, "torch.nn.functional.softmax"),
-]
+] + TORCH_SOFTMAX
 
 
 def _log_softmax_seal():
@@ -83,8 +70,10 @@ AXIS_CLAUSES = (
 )
 
 
-def _log_softmax_cases(hidden):
-    cases = [
+def axis_cases():
+    """The visible cases softmax (notebook 03) and log_softmax share, seeds 0 to 6: any number of
+    dimensions, the last axis or another, logits of 1e4, float32 (what AXIS_CLAUSES asks for)."""
+    return [
         logits_case(0, (6,)),
         logits_case(1, (3, 5)),
         logits_case(2, (2, 3, 4)),
@@ -92,17 +81,25 @@ def _log_softmax_cases(hidden):
         logits_case(4, (2, 5, 3), axis=1),
         logits_case(5, (3, 4), scale=1e4),
         logits_case(6, (2, 5), dtype=np.float32),
-        logits_case(7, (3, 6), some_neg_inf=True, hole_fraction=0.3),
     ]
+
+
+def hidden_axis_cases(salt):
+    """The hidden cases they share, seeds salt + 101 to salt + 105."""
+    return [
+        logits_case(salt + 101, (5, 7)),
+        logits_case(salt + 102, (3, 4, 2), axis=-2),
+        logits_case(salt + 103, (2, 3, 4, 5), axis=2),
+        logits_case(salt + 104, (4, 7), axis=0, scale=1e4),
+        logits_case(salt + 105, (3, 2, 6), dtype=np.float32),
+    ]
+
+
+def _log_softmax_cases(hidden):
+    cases = axis_cases() + [logits_case(7, (3, 6), some_neg_inf=True, hole_fraction=0.3)]
     salt = hidden_salt(hidden)
     if hidden:
-        cases += [
-            logits_case(salt + 100, (11,)),
-            logits_case(salt + 101, (5, 7)),
-            logits_case(salt + 102, (3, 4, 2), axis=-2),
-            logits_case(salt + 103, (2, 3, 4, 5), axis=2),
-            logits_case(salt + 104, (4, 7), axis=0, scale=1e4),
-            logits_case(salt + 105, (3, 2, 6), dtype=np.float32),
+        cases += [logits_case(salt + 100, (11,))] + hidden_axis_cases(salt) + [
             logits_case(salt + 106, (2, 3, 5), scale=1e4, some_neg_inf=True, hole_fraction=0.3),
             logits_case(salt + 107, (1, 1)),
         ]
@@ -133,11 +130,9 @@ def _log_softmax_mistakes(x, axis):
 
 
 def _judge_log_softmax(case, got, expected):
-    problem = expect_array(got, "the result")
+    problem = expect_float_array(got, "the result")
     if problem:
         return problem
-    if got.dtype.kind != "f":
-        return f"the result has dtype {got.dtype}, expected a floating-point dtype"
     if got.shape != expected.shape:
         return (f"the result has shape {tuple(got.shape)}, expected {tuple(expected.shape)} (the shape of x; "
                 f"keepdims=True keeps the max and the sum broadcastable)")
@@ -174,19 +169,23 @@ def _judge_log_softmax(case, got, expected):
         for description, compute in mistakes:
             yield description, lambda compute=compute: tuple(np.where(holes, 0.0, p) for p in compute())
 
-    mistake = first_match((finite[0],), masked(_log_softmax_mistakes(x, axis)), **tolerance)
-    return f"{problem}; it matches {mistake}" if mistake else problem
+    return name_mistake(problem, (finite[0],), masked(_log_softmax_mistakes(x, axis)), tolerance)
+
+
+def axis_check_parts(reference_function):
+    """What check_log_softmax and notebook 03's check_softmax share: a NumPy f(x, axis=-1), the course's
+    `reference_function` as the reference, and the hints for the shape slips of code that reduces."""
+    return {"arg_names": ("x",), "reference": lambda case: reference_function(case.data["x"], axis=case.data["axis"]),
+            "explain_error": explain_shape_error}
 
 
 check_log_softmax = Check(
     name="check_log_softmax",
     doc="""Check a NumPy `log_softmax(x, axis=-1)`: stable for logits of 1e4, any axis, -inf entries, float32.""",
-    arg_names=("x",),
+    **axis_check_parts(ref.log_softmax),
     cases=_log_softmax_cases,
-    reference=lambda case: ref.log_softmax(case.data["x"], axis=case.data["axis"]),
     judge=_judge_log_softmax,
     seal=_log_softmax_seal,
-    explain_error=explain_shape_error,
     clauses=AXIS_CLAUSES + (
         ("stable: finite and exact for logits of size 1e4 and for entries far below the maximum",
          lambda c: "large logits" in c.tags),
@@ -282,7 +281,7 @@ def _judge_noise(case, got, expected):
         mistake = ("count**power computed as exp(power * log(count)), which is NaN for a word with count 0 when "
                    "power is 0 (0 * -inf) and the sum spreads it: give words with count 0 weight 0 without "
                    "taking their log")
-    return f"{problem}; it matches {mistake}" if mistake else problem
+    return matches(problem, mistake)
 
 
 def _log_space_noise(counts, power):
@@ -343,13 +342,9 @@ def _sgns_case(seed, B, K, d, scale=None, dtype=np.float64):
     context = (rng.standard_normal((B, d)) * s).astype(dtype)
     negatives = (rng.standard_normal((B, K, d)) * s).astype(dtype)
     label = f"seed {seed}: B={B} pairs, K={K} negatives, d={d}"
-    tags = set()
-    if scale is not None and scale >= 5:
-        label += ", scores of about ±1000"
-        tags.add("large scores")
-    if dtype == np.float32:
-        label += ", float32"
-    return Case(label, (center, context, negatives), tags=frozenset(tags),
+    label, tags = noted(label, [(scale is not None and scale >= 5, ", scores of about ±1000", "large scores"),
+                                (dtype == np.float32, ", float32", None)])
+    return Case(label, (center, context, negatives), tags=tags,
                 data={"c": center, "o": context, "n": negatives})
 
 
@@ -478,8 +473,7 @@ def _judge_sgns(case, got, expected):
     tolerance = _tolerance(d["c"])
     problem = compare(np.array(value), np.array(expected_loss), **tolerance, what="the loss")
     if problem:
-        mistake = first_match((np.array(value),), _loss_mistakes(d), **tolerance)
-        return f"{problem}; it matches {mistake}" if mistake else problem
+        return name_mistake(problem, (np.array(value),), _loss_mistakes(d), tolerance)
     shapes = [(B, dim), (B, dim), (B, K, dim)]
     for grad, name, shape in zip(grads, GRAD_NAMES, shapes):
         problem = expect_array(grad, name)

@@ -21,7 +21,7 @@ functions only.
 import importlib
 import sys
 
-from plmcourse.grading.core import Case, Check, describe
+from plmcourse.grading.core import Case, Check, describe, matches
 
 __all__ = ["check_wordpiece"]
 
@@ -323,8 +323,7 @@ def _judge_wordpiece(case, got, expected, passed):
         passed.append((case.data, expected))
         return None
     problem = f"the result is {_show(pieces)}, expected {_show(expected)}"
-    mistake = _matching_mistake(pieces, case.data, passed)
-    return f"{problem}; it matches {mistake}" if mistake else problem
+    return matches(problem, _matching_mistake(pieces, case.data, passed))
 
 
 def _explain_wordpiece_error(error):

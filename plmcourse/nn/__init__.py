@@ -19,23 +19,11 @@ from plmcourse.nn.transformer import (
     sinusoidal_positions,
 )
 
-__all__ = [
-    "default_device",
-    "one_cpu_thread",
-    "softmax",
-    "scaled_dot_product_attention",
-    "causal_mask",
-    "padding_mask",
-    "split_heads",
-    "merge_heads",
-    "MultiHeadAttention",
-    "ablate_heads",
-    "FeedForward",
-    "TransformerBlock",
-    "sinusoidal_positions",
-    "SinusoidalPositionEmbedding",
-    "LearnedPositionEmbedding",
-]
+from plmcourse.nn.attention import __all__ as _attention_names
+from plmcourse.nn.transformer import __all__ as _transformer_names
+
+# The attention and transformer names are listed once, in their modules' __all__.
+__all__ = ["default_device", "one_cpu_thread", *_attention_names, *_transformer_names]
 
 # Pre-training objectives, tiny BERT/GPT/BART, decoding and parameter counts (notebooks 04-06).
 from plmcourse.nn.objectives import cross_entropy  # noqa: E402
@@ -87,20 +75,10 @@ __all__ += [
     "BiLM", "ScalarMix", "scalar_mix", "bilm_loss", "reverse_padded",
 ]
 
-# Sentence embeddings (notebooks 07-08).
+# Sentence embeddings (notebooks 07-08): pooling, InfoNCE and SimCSE training.
 from plmcourse.nn.sentence_embeddings import (  # noqa: E402
-    POOLINGS,
-    alignment,
-    bert_batch,
-    cls_pool,
-    embed,
-    encode,
-    info_nce_loss,
-    max_pool,
-    mean_pool,
-    set_dropout,
-    train_simcse,
-    uniformity,
+    POOLINGS, alignment, bert_batch, cls_pool, embed, encode, info_nce_loss, max_pool, mean_pool, set_dropout,
+    train_simcse, uniformity,
 )
 
 __all__ += ["mean_pool", "max_pool", "cls_pool", "POOLINGS", "info_nce_loss", "alignment", "uniformity", "embed",

@@ -19,16 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = [
-    "softmax",
-    "scaled_dot_product_attention",
-    "causal_mask",
-    "padding_mask",
-    "split_heads",
-    "merge_heads",
-    "MultiHeadAttention",
-    "ablate_heads",
-]
+__all__ = ["softmax", "scaled_dot_product_attention", "causal_mask", "padding_mask", "split_heads", "merge_heads",
+           "MultiHeadAttention", "ablate_heads"]
 
 
 # ----------------------------------------------------------------------------

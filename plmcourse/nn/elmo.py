@@ -110,10 +110,8 @@ def _shifted_targets(targets, shift, ignore_index):
     A prediction counts only if the position it is made from and the position it
     predicts both hold real tokens; the others get ignore_index.
     """
-    if shift == 1:
-        source, target = targets[:, :-1], targets[:, 1:]
-    else:
-        source, target = targets[:, 1:], targets[:, :-1]
+    ahead, behind = targets[:, 1:], targets[:, :-1]  # position t + 1, and position t, for t = 0..L-2
+    source, target = (behind, ahead) if shift == 1 else (ahead, behind)
     return torch.where(source == ignore_index, ignore_index, target)
 
 

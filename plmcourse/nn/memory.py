@@ -60,7 +60,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from plmcourse.nn.attention import merge_heads, split_heads
-from plmcourse.nn.models import GPTConfig, _initialise
+from plmcourse.nn.models import GPTConfig, _add_decoder_layers, _initialise
 from plmcourse.nn.objectives import cross_entropy
 from plmcourse.nn.transformer import TransformerBlock
 
@@ -172,13 +172,7 @@ class MemoryGPT(nn.Module):
         self.config = config
         self.memory_len = memory_len
         self.token = nn.Embedding(config.vocab_size, config.d_model)
-        self.dropout = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList(
-            TransformerBlock(config.d_model, config.n_heads, config.d_ff, config.dropout,
-                             norm_first=config.norm_first, activation=config.activation)
-            for _ in range(config.n_layers))
-        self.norm = nn.LayerNorm(config.d_model) if config.final_norm else None
-        self.lm_head = None if config.tie_embeddings else nn.Linear(config.d_model, config.vocab_size, bias=False)
+        _add_decoder_layers(self, config)  # dropout, blocks, norm, lm_head: as GPT's
         # Fixed, not learned; a buffer moves with .to(device, dtype) and is rebuilt, not saved.
         self.register_buffer("slopes", torch.tensor(alibi_slopes(config.n_heads)), persistent=False)
         _initialise(self, config.init_std)

@@ -101,8 +101,8 @@ class BartConfig:
     n_encoder_layers: int = 2
     n_decoder_layers: int = 2
     n_heads: int = 4
-    d_ff: int | None = None
-    max_len: int = 128
+    d_ff: int | None = None  # None: 4 * d_model
+    max_len: int = 128  # the longest source, and the longest target
     dropout: float = 0.1
     activation: str = "gelu"
     norm_first: bool = True  # real BART is post-LN; pre-LN trains more easily when tiny
@@ -279,6 +279,20 @@ class BertForSequenceClassification(nn.Module):
 # GPT
 
 
+def _add_decoder_layers(model, config: GPTConfig):
+    """Give `model` what a GPT has after its embeddings, in this order: dropout, the causally masked
+    blocks, the final LayerNorm (None without final_norm) and the output layer (None when tied).
+    GPT and MemoryGPT (nn/memory.py) share it, so that their parameters line up."""
+    model.dropout = nn.Dropout(config.dropout)
+    model.blocks = nn.ModuleList(
+        TransformerBlock(config.d_model, config.n_heads, config.d_ff, config.dropout,
+                         norm_first=config.norm_first, activation=config.activation)
+        for _ in range(config.n_layers))
+    model.norm = nn.LayerNorm(config.d_model) if config.final_norm else None
+    # Tied: the output layer reuses the token embedding (GPT-2); untied: its own V x d matrix.
+    model.lm_head = None if config.tie_embeddings else nn.Linear(config.d_model, config.vocab_size, bias=False)
+
+
 class GPT(nn.Module):
     """Decoder-only LM: token + position embeddings, causally masked blocks, logits for the next token."""
 
@@ -288,14 +302,7 @@ class GPT(nn.Module):
         self.token = nn.Embedding(config.vocab_size, config.d_model)
         positions = LearnedPositionEmbedding if config.positions == "learned" else SinusoidalPositionEmbedding
         self.position = positions(config.max_len, config.d_model)
-        self.dropout = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList(
-            TransformerBlock(config.d_model, config.n_heads, config.d_ff, config.dropout,
-                             norm_first=config.norm_first, activation=config.activation)
-            for _ in range(config.n_layers))
-        self.norm = nn.LayerNorm(config.d_model) if config.final_norm else None
-        # Tied: the output layer reuses the token embedding (GPT-2); untied: its own V x d matrix.
-        self.lm_head = None if config.tie_embeddings else nn.Linear(config.d_model, config.vocab_size, bias=False)
+        _add_decoder_layers(self, config)
         _initialise(self, config.init_std)
 
     def hidden_states(self, ids, return_weights=False):

@@ -223,9 +223,15 @@ def train_skipgram(token_ids, vocab_size, dim=50, window=5, negatives=5, epochs=
         bar.update(1)
         bar.set_postfix(loss=f"{losses[-1]:.3f}")
     bar.close()
+    return _tables_and_stats(W, C, losses, n_pairs, epochs * len(ids), start, device)
+
+
+def _tables_and_stats(W, C, losses, n_pairs, n_words, start, device):
+    """What train_skipgram and train_cbow return: the input vectors as NumPy, and their stats dict
+    (n_pairs: the (context, center) examples trained on; n_words: the tokens read, all epochs)."""
     seconds = time.perf_counter() - start
     stats = {"loss": losses, "pairs": n_pairs, "seconds": seconds,
-             "words_per_second": epochs * len(ids) / seconds, "pairs_per_second": n_pairs / seconds,
+             "words_per_second": n_words / seconds, "pairs_per_second": n_pairs / seconds,
              "output_embeddings": C.detach().cpu().numpy(), "device": str(device)}
     return W.detach().cpu().numpy(), stats
 
@@ -312,11 +318,7 @@ def train_cbow(token_ids, vocab_size, dim=50, window=5, negatives=5, epochs=3, b
         bar.update(1)
         bar.set_postfix(loss=f"{losses[-1]:.3f}")
     bar.close()
-    seconds = time.perf_counter() - start
-    stats = {"loss": losses, "pairs": n_examples, "seconds": seconds,
-             "words_per_second": epochs * len(ids) / seconds, "pairs_per_second": n_examples / seconds,
-             "output_embeddings": C.detach().cpu().numpy(), "device": str(device)}
-    return W.detach().cpu().numpy(), stats
+    return _tables_and_stats(W, C, losses, n_examples, epochs * len(ids), start, device)
 
 
 def train_glove(counts, dim=50, epochs=300, lr=0.05, x_max=100.0, alpha=0.75, seed=0, device=None,

@@ -14,19 +14,10 @@ from plmcourse.ref.attention import (
     split_heads,
 )
 
-__all__ = [
-    "softmax",
-    "scaled_dot_product_attention",
-    "causal_mask",
-    "padding_mask",
-    "split_heads",
-    "merge_heads",
-    "multi_head_attention",
-    "layer_norm",
-    "gelu",
-    "feed_forward",
-    "sinusoidal_positions",
-]
+from plmcourse.ref.attention import __all__ as _attention_names
+
+# Every name below is listed once, in the module that defines it (its __all__) or in an += further down.
+__all__ = list(_attention_names)
 
 # Pre-training objectives (notebooks 04-06): losses, BERT/BART/T5 corruption, UniLM/XLNet masks.
 from plmcourse.ref.objectives import cross_entropy  # noqa: E402

@@ -346,7 +346,24 @@ SDPA_CORRECT = [
     ("explicit loops", sdpa_loops),
 ]
 
+def softmax(x, axis=-1):
+    """A student's Exercise 1, under its name, wrong only for an all -inf slice (NaN instead of zeros)."""
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def sdpa_calls_own_softmax(q, k, v, mask=None):
+    """Right attention through that softmax: the empty row's NaN is a follow-on failure of softmax."""
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    weights = softmax(scores)
+    return weights @ v, weights
+
+
 SDPA_MISTAKES = [
+    ("calls a softmax that gives NaN for an all -inf slice", sdpa_calls_own_softmax,
+     "the failure comes from softmax, which must give zeros"),
     ("no 1/sqrt(d_k)", sdpa_no_scaling, "without the 1/sqrt(d_k) scaling"),
     ("divides by d_k", sdpa_scaled_by_d_k, "divided by d_k instead of sqrt(d_k)"),
     ("divides by sqrt(d_v)", sdpa_scaled_by_d_v, "divided by sqrt(d_v) instead of sqrt(d_k)"),
@@ -474,12 +491,14 @@ CAUSAL_MISTAKES = [
 # multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None), PyTorch
 
 
-def _attend(q, k, v, mask, scale):
-    """Attention over (B, H, L, d) tensors; mask True = allowed."""
+def _attend(q, k, v, mask, scale, nan_rows=False):
+    """Attention over (B, H, L, d) tensors; mask True = allowed. A query with no allowed key gets
+    zeros (nan_rows=True: the NaN torch.softmax gives there, the mistake)."""
     scores = q @ k.transpose(-2, -1) * scale
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1)
+    weights = weights if nan_rows else weights.nan_to_num(0.0)
     return weights @ v, weights
 
 
@@ -497,6 +516,13 @@ def mha_reshape(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
     d_head = x_q.shape[-1] // n_heads
     q, k, v = _split(x_q @ w_q, n_heads), _split(x_kv @ w_k, n_heads), _split(x_kv @ w_v, n_heads)
     heads, weights = _attend(q, k, v, mask, 1 / math.sqrt(d_head))
+    return _merge(heads) @ w_o, weights
+
+
+def mha_nan_rows(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    d_head = x_q.shape[-1] // n_heads
+    q, k, v = _split(x_q @ w_q, n_heads), _split(x_kv @ w_k, n_heads), _split(x_kv @ w_v, n_heads)
+    heads, weights = _attend(q, k, v, mask, 1 / math.sqrt(d_head), nan_rows=True)
     return _merge(heads) @ w_o, weights
 
 
@@ -525,7 +551,7 @@ def mha_einsum(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
     scores = torch.einsum("bhqe,bhke->bhqk", q, k) / math.sqrt(d_head)
     if mask is not None:
         scores = torch.where(mask, scores, float("-inf"))
-    weights = scores.softmax(dim=-1)
+    weights = scores.softmax(dim=-1).nan_to_num(0.0)
     heads = torch.einsum("bhqk,bhke->bhqe", weights, v)
     return torch.einsum("bhqe,hef->bqf", heads, w_o.reshape(n_heads, d_head, d_model)), weights
 
@@ -715,6 +741,7 @@ MHA_MISTAKES = [
     ("mask inverted", mha_mask_inverted, "the mask inverted"),
     ("mask inverted, filled with -1e9", mha_mask_inverted_finite_fill, "the mask inverted"),
     ("weights averaged over heads", mha_weights_averaged, "not averaged over heads"),
+    ("NaN for a query with no allowed key", mha_nan_rows, "a query that may attend to no key (all its keys masked) gave NaN"),
     ("output detached", mha_detached, "gradients do not flow"),
     ("computed in NumPy", mha_through_numpy, "gradients do not flow"),
     ("calls .numpy() on an input", mha_calls_numpy, "gradients do not flow through .numpy()"),

@@ -18,8 +18,11 @@ from plmcourse import ref
 # text_infilling(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0)
 
 
-def infill_window(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
-    """Draw among the starts where the whole span is still free (a running sum of the free tokens)."""
+def infill_window(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0, _gaps=(0, 1)):
+    """Draw among the starts where the whole span is still free (a running sum of the free tokens).
+
+    (_gaps: the range of an inserted mask's gap, (first, past the last - n); only the mistakes below change it.)
+    """
     n = len(tokens)
     budget = int(round(mask_ratio * n))
     covered = np.zeros(n, dtype=bool)
@@ -28,7 +31,7 @@ def infill_window(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
     while covered.sum() < budget:
         length = min(rng.poisson(poisson_lambda), budget - covered.sum())
         if length == 0:
-            inserts[rng.integers(n + 1)] += 1
+            inserts[rng.integers(_gaps[0], n + _gaps[1])] += 1
             continue
         free = np.concatenate([[0], np.cumsum(~covered)])
         ok = np.flatnonzero(free[length:] - free[:-length] == length)
@@ -77,6 +80,16 @@ def infill_retry(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
             elif i not in covered:
                 out.append(tokens[i])
     return np.array(out, dtype=np.int64)
+
+
+def infill_gap_never_at_the_end(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
+    """rng.integers(0, n): an inserted mask never lands after the last token."""
+    return infill_window(tokens, rng, mask_id, mask_ratio, poisson_lambda, _gaps=(0, 0))
+
+
+def infill_gap_never_at_the_start(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
+    """rng.integers(1, n + 1): an inserted mask never lands before the first token."""
+    return infill_window(tokens, rng, mask_id, mask_ratio, poisson_lambda, _gaps=(1, 1))
 
 
 def infill_token_masking(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
@@ -165,6 +178,8 @@ def infill_ref(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
 INFILLING_CORRECT = [("free windows", infill_window), ("retry on overlap", infill_retry)]
 
 INFILLING_MISTAKES = [
+    ("an inserted mask never after the last token", infill_gap_never_at_the_end, "landed after the last token"),
+    ("an inserted mask never before the first token", infill_gap_never_at_the_start, "landed before the first token"),
     ("a mask per token", infill_token_masking, "every removed token got its own mask"),
     ("token deletion", infill_deletion, "without a mask in their place"),
     ("no zero-length spans", infill_no_zero_length, "a span of length 0 must still insert one mask"),

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from plmcourse import nn as pnn
 from plmcourse import ref
+from mistake_catalogue.fresh_round3 import bert_count_with_mlm_head, mlm_loss_labels_positive, mlm_loss_per_row_mean
 
 
 # ============================================================================
@@ -58,7 +59,8 @@ def mlm_loops(tokens, rng, vocab_size, mask_id, special_ids, p=0.15):
 
 
 def mlm_exact_count_per_row(tokens, rng, vocab_size, mask_id, special_ids, p=0.15):
-    """BERT's original recipe: exactly round(p * n) of each row's ordinary tokens, then 80/10/10."""
+    """BERT's original recipe, exactly round(p * n) of each row's ordinary tokens, then 80/10/10: wrong here,
+    where each token is chosen independently (the count varies between seeds)."""
     flat = tokens.reshape(-1, tokens.shape[-1])
     inputs, labels = flat.copy(), np.full(flat.shape, -100)
     ordinary_ids = _ordinary_ids(vocab_size, special_ids, mask_id)
@@ -72,6 +74,42 @@ def mlm_exact_count_per_row(tokens, rng, vocab_size, mask_id, special_ids, p=0.1
         swap = picked[(kinds >= 0.8) & (kinds < 0.9)]
         inputs[row, swap] = ordinary_ids[rng.integers(0, len(ordinary_ids), len(swap))]
     return inputs.reshape(tokens.shape), labels.reshape(tokens.shape)
+
+
+def mlm_pool_keeps_mask_id(tokens, rng, vocab_size, mask_id, special_ids, p=0.15):
+    """The random pool leaves out the special ids only: mask_id stays in it when it is not listed."""
+    inputs, labels = mlm_vectorised(tokens, rng, vocab_size, mask_id, special_ids, p)
+    pool = np.array([i for i in range(vocab_size) if i not in set(special_ids)])
+    swapped = (labels != -100) & (inputs != mask_id) & (inputs != tokens)
+    inputs[swapped] = pool[rng.integers(0, len(pool), int(swapped.sum()))]
+    return inputs, labels
+
+
+def mlm_one_draw_per_column(tokens, rng, vocab_size, mask_id, special_ids, p=0.15):
+    """One draw per column, shared by every row of the batch."""
+    tokens = np.asarray(tokens)
+    chosen = ~np.isin(tokens, list(special_ids)) & (np.broadcast_to(rng.random(tokens.shape[-1:]), tokens.shape) < p)
+    inputs, labels = tokens.copy(), np.where(chosen, tokens, -100)
+    kinds = rng.random(tokens.shape)
+    inputs[chosen & (kinds < 0.8)] = mask_id
+    swap = chosen & (kinds >= 0.8) & (kinds < 0.9)
+    ordinary_ids = _ordinary_ids(vocab_size, special_ids, mask_id)
+    inputs[swap] = ordinary_ids[rng.integers(0, len(ordinary_ids), int(swap.sum()))]
+    return inputs, labels
+
+
+def mlm_random_never_the_original(tokens, rng, vocab_size, mask_id, special_ids, p=0.15):
+    """The random token is drawn among the ordinary ids other than the original one."""
+    tokens = np.asarray(tokens)
+    chosen = ~np.isin(tokens, list(special_ids)) & (rng.random(tokens.shape) < p)
+    inputs, labels = tokens.copy(), np.where(chosen, tokens, -100)
+    kinds = rng.random(tokens.shape)
+    inputs[chosen & (kinds < 0.8)] = mask_id
+    ordinary_ids = _ordinary_ids(vocab_size, special_ids, mask_id)
+    for at in zip(*np.nonzero(chosen & (kinds >= 0.8) & (kinds < 0.9))):
+        others = ordinary_ids[ordinary_ids != tokens[at]]
+        inputs[at] = others[rng.integers(0, len(others))]
+    return inputs, labels
 
 
 def mlm_only_masked_labelled(tokens, rng, vocab_size, mask_id, special_ids, p=0.15):
@@ -180,7 +218,6 @@ def mlm_not_implemented(tokens, rng, vocab_size, mask_id, special_ids, p=0.15):
 MLM_MASK_CORRECT = [
     ("vectorised", mlm_vectorised),
     ("explicit loops", mlm_loops),
-    ("exactly round(p * n) per row", mlm_exact_count_per_row),
 ]
 
 MLM_MASK_MISTAKES = [
@@ -201,6 +238,10 @@ MLM_MASK_MISTAKES = [
     ("float labels", mlm_float_labels, "labels (the second item) has dtype float64"),
     ("calls plmcourse.ref.mlm_mask", mlm_calls_ref, "calls plmcourse.ref.mlm_mask; write it yourself"),
     ("not implemented", mlm_not_implemented, "raised NotImplementedError"),
+    ("exactly round(p * n) per row", mlm_exact_count_per_row, "an exact count is chosen"),
+    ("random pool keeps mask_id", mlm_pool_keeps_mask_id, "your random replacements include it"),
+    ("one draw per column for every row", mlm_one_draw_per_column, "one draw shared by every row"),
+    ("random token never the original", mlm_random_never_the_original, "the random token seems never to be the original"),
 ]
 
 
@@ -341,6 +382,8 @@ MLM_LOSS_CORRECT = [
 ]
 
 MLM_LOSS_MISTAKES = [
+    ("labels > 0 instead of != -100", mlm_loss_labels_positive, "the positions whose label is token 0 left out"),
+    ("mean of the per-row means", mlm_loss_per_row_mean, "the mean of each sequence's mean"),
     ("a fresh tensor(0.) for an empty batch", mlm_loss_fresh_zero_when_empty, "not connected to the logits"),
     ("mean over all positions", mlm_loss_all_positions, "an average over every position"),
     ("sum", mlm_loss_sum, "a sum over the positions instead of their mean"),
@@ -420,6 +463,7 @@ COUNT_CORRECT = [
 ]
 
 COUNT_MISTAKES = [
+    ("the MLM head counted", bert_count_with_mlm_head, "the MLM head counted (its dense transform"),
     ("no biases", _count_variant(bias=0), "no biases"),
     ("no LayerNorms", _count_variant(norms=0, emb_norm=0), "no LayerNorm parameters"),
     ("one LayerNorm per layer", _count_variant(norms=1), "one LayerNorm per layer"),

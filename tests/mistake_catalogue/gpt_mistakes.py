@@ -14,6 +14,7 @@ from plmcourse import nn as pnn
 from plmcourse import ref
 
 from mistake_catalogue.bert_mistakes import ce_boolean_index, ce_log_softmax, ce_one_hot, mlm_loss_sum
+from mistake_catalogue.fresh_round3 import causal_lm_per_sequence_mean
 
 
 # ============================================================================
@@ -76,6 +77,7 @@ CAUSAL_CORRECT = [
 ]
 
 CAUSAL_MISTAKES = [
+    ("mean of the per-sequence means", causal_lm_per_sequence_mean, "the mean of each sequence's mean"),
     ("no shift", causal_no_shift, "no shift"),
     ("shift the wrong way", causal_wrong_way, "a shift the wrong way round"),
     ("shift along the batch axis", causal_batch_axis, "a shift along the batch axis"),

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 
 from plmcourse import nn as pnn
 from plmcourse import ref
+from mistake_catalogue.fresh_round3 import prefix_keys_as_values
 
 
 # ============================================================================
@@ -78,6 +79,12 @@ def count_inverted(model):
             sum(p.numel() for p in model.parameters()))
 
 
+def count_grad_is_set(model):
+    """A parameter counted as trainable when its .grad is set (None before any backward pass)."""
+    params = list(model.parameters())
+    return sum(p.numel() for p in params if p.grad is not None), sum(p.numel() for p in params)
+
+
 def count_every_occurrence(model):
     params = [p for _, p in model.named_parameters(remove_duplicate=False)]
     return sum(p.numel() for p in params if p.requires_grad), sum(p.numel() for p in params)
@@ -124,7 +131,8 @@ def count_course(model):
 COUNT_MISTAKES = [
     ("frozen counted as trainable", count_frozen_too, "frozen parameters counted as trainable"),
     ("(total, trainable)", count_swapped, "(total, trainable) in the wrong order"),
-    ("requires_grad the wrong way round", count_inverted, "tested the wrong way round"),
+    ("requires_grad the wrong way round", count_inverted, "not its negation"),
+    (".grad set taken for trainable", count_grad_is_set, "not p.grad, which stays None until a backward pass"),
     ("named_parameters(remove_duplicate=False)", count_every_occurrence, "(tied weights) counted twice"),
     ("each module's own parameters", count_per_module, "(tied weights) counted twice"),
     ("state_dict", count_state_dict, "buffers counted as parameters"),
@@ -667,6 +675,7 @@ def prefix_course_torch(q, k, v, prefix_k, prefix_v, mask=None):
 
 
 PREFIX_MISTAKES = [
+    ("prefix keys used as the values", prefix_keys_as_values, "prefix_k used as the prefix values too"),
     ("prefix after the keys", _with(after=True), "the prefix put after the keys"),
     ("mask not extended", prefix_mask_not_extended, "the mask covers the L_k keys only"),
     ("prefix columns masked", _with(mask_part=lambda own, P: np.zeros(own.shape[:-1] + (P,), bool)),

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from plmcourse import nn as pnn
 from plmcourse import ref
+from mistake_catalogue.fresh_round3 import pseudo_positions_in_subset
 
 
 # ============================================================================
@@ -634,6 +635,7 @@ def sel_course_ref(probs, per_class):
 
 
 SELECT_MISTAKES = [
+    ("positions within each class not mapped back", pseudo_positions_in_subset, "map them back to rows of probs"),
     ("global top-k", sel_global_topk, "a global top-k over every example's confidence"),
     ("top of each column over all examples", sel_wrong_column,
      "the top of each class's column probs[:, c] over ALL the examples"),

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 from plmcourse import nn as pnn
 from plmcourse import ref
+from mistake_catalogue.fresh_round3 import info_nce_hard_negative_own_row
 
 
 # ============================================================================
@@ -962,6 +963,7 @@ def nce_course_ref(z1, z2, temperature=0.05, hard_negatives=None):
 
 
 INFO_NCE_MISTAKES = [
+    ("each hard negative for its own row only", info_nce_hard_negative_own_row, "each hard negative scored against its own row only"),
     ("dot product instead of cosine", nce_dot_product, "dot products instead of cosines"),
     ("temperature multiplied", nce_temperature_multiplied, "multiplied by the temperature instead of divided"),
     ("temperature left out", nce_temperature_left_out, "the cosines not divided by the temperature"),

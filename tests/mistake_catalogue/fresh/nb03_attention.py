@@ -337,7 +337,7 @@ def mha_loop_over_heads(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
         if mask is not None:
             m = mask.expand(x_q.shape[0], n_heads, x_q.shape[1], x_kv.shape[1])[:, h]
             scores = scores.masked_fill(~m, float("-inf"))
-        w = torch.softmax(scores, dim=-1)
+        w = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # a query with no allowed key: zeros
         outputs.append(w @ v)
         weights.append(w)
     return torch.cat(outputs, dim=-1) @ w_o, torch.stack(weights, dim=1)
@@ -357,7 +357,7 @@ def mha_einsum(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
     scores = torch.einsum("bhqk,bhsk->bhqs", q, k) / math.sqrt(d_k)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    w = torch.softmax(scores, dim=-1)
+    w = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # a query with no allowed key: zeros
     heads = torch.einsum("bhqs,bhsk->bhqk", w, v)
     return torch.einsum("bhqk,hkd->bqd", heads, wo), w
 
