@@ -419,17 +419,34 @@ def test_a_kernel_that_asks_for_a_check_the_course_lacks_gets_a_sentence_and_the
     assert read_record(judge.record_path(folder))["check_softmax"]["passed"]
 
 
-def test_an_answer_built_on_a_sealed_answer_inherits_its_seal(tmp_path):
+@pytest.mark.parametrize("softmax, inherited", [
+    ("from plmcourse.ref import word_vectors\ndef softmax(x, axis=-1):\n"
+     "    return np.exp(word_vectors.log_softmax(x, axis))\n", True),  # the course's code: not reachable
+    ("import torch\ndef softmax(x, axis=-1):\n    return torch.softmax(torch.from_numpy(x), axis).numpy()\n",
+     False),  # a library the attention exercise itself allows: softmax's seal only
+])
+def test_an_answer_built_on_a_sealed_answer_inherits_a_seal_on_the_course_s_code(tmp_path, softmax, inherited):
     spec = json.loads(json.dumps(SPEC))
     spec["exercises"]["attention"] = {"function": "attention", "test_id": "test_attention", "check": None,
                                       "sealed": ["attention"], "names": [], "prefixes": []}
     nb = nbformat.v4.new_notebook()
-    for grade_id, source in [("softmax", "from plmcourse.ref import word_vectors\ndef softmax(x, axis=-1):\n"
-                                         "    return np.exp(word_vectors.log_softmax(x, axis))\n"),
+    for grade_id, source in [("softmax", softmax),
                              ("attention", "def attention(q, k, v):\n    return softmax(q @ k.T) @ v\n")]:
         cell = nbformat.v4.new_code_cell(source)
         cell.metadata["nbgrader"] = {"grade_id": grade_id, "solution": True, "grade": False}
         nb.cells.append(cell)
     nbformat.write(nb, tmp_path / "nb.ipynb")
     sealed = dict(evidence.analyse_submission(tmp_path / "nb.ipynb", spec)["sealed"])
-    assert "log_softmax" in sealed["softmax"] and "calls softmax, whose answer" in sealed["attention"]
+    assert "softmax" in sealed and ("attention" in sealed) == inherited
+    assert not inherited or "calls softmax, whose answer" in sealed["attention"]
+
+
+def test_a_helper_written_into_a_course_cell_is_read_without_the_course_s_code(tmp_path):
+    """A student may write a helper into a demonstration cell; the course's own code around it
+    (which may well call torch.softmax to show something) is not the student's answer."""
+    demo = "import torch\nshown = torch.softmax(torch.zeros(3), 0)\nprint(shown)"
+    spec = {**json.loads(json.dumps(SPEC)), "course_cells": [demo]}
+    helper = "\n\ndef my_softmax(x, axis=-1):\n    e = np.exp(x - x.max(axis, keepdims=True))\n    return e / e.sum(axis, keepdims=True)\n"
+    path = _notebook(tmp_path, demo + helper, answer="def softmax(x, axis=-1):\n    return my_softmax(x, axis)\n")
+    found = evidence.analyse_submission(path, spec)
+    assert found["flags"] == [] and found["sealed"] == []

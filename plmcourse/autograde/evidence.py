@@ -161,6 +161,8 @@ def containment(part: set, whole: set) -> float:
 # Below this many fingerprints a piece of code is too short to say anything: a causal mask is one
 # np.tril, and every student writes it the same way.
 MIN_FINGERPRINTS = 30
+SHORT_FINGERPRINTS = 15  # from here to MIN_FINGERPRINTS, only a copy all but word for word (RETYPED) is flagged
+RETYPED = 0.95
 COURSE_SIMILAR = 0.8     # this share of the course's code's fingerprints in an answer: flagged
 CLASSMATES_SIMILAR = 0.9  # of the smaller answer's fingerprints, between two students
 
@@ -357,16 +359,20 @@ def analyse_notebook(cells: list, spec: dict) -> dict:
     answer, for the library check and the fingerprints).
     """
     course_cells = set(spec["course_cells"])
+    course_text = "\n".join(course_cells)
     exercises = spec["exercises"]
     code = [c for c in cells if isinstance(c, dict) and c.get("cell_type") == "code"]
-    answers, own = {}, []
+    answers, own, origin = {}, [], {}
     for cell in code:
         source = _source(cell)
         grade_id = _grade_id(cell)
         if grade_id in exercises:
             answers[grade_id] = source
         elif source.strip() and source.strip() not in course_cells and grade_id not in spec["test_ids"]:
-            own.append(source)
+            mine = _student_part(source, course_text)  # a course cell the student added to: the additions
+            if mine.strip():
+                own.append(mine)
+                origin[mine] = source
     for grade_id, exercise in exercises.items():  # an answer cell that lost its metadata: by its def
         if grade_id not in answers:
             defining = [s for s in own if re.search(rf"^def {re.escape(exercise['function'])}\(", s, re.M)]
@@ -389,9 +395,12 @@ def analyse_notebook(cells: list, spec: dict) -> dict:
                 if forbidden:
                     sealed.append([grade_id, where + phrase])
         prints[grade_id] = sorted(fingerprints("\n".join([*helpers, answer])))
-    # An answer that calls another answer's function inherits what that one reaches: attention
-    # built on a softmax that calls torch.softmax is not the student's attention either.
-    forbidden = {exercises[e]["function"]: (e, phrase) for e, phrase in sealed}
+    # An answer that calls another answer's function inherits a seal that comes from the course's
+    # own code, which the sandbox does not let it reach: attention built on a softmax that is
+    # plmcourse.ref's is not the student's attention. A library function (torch.softmax) stays
+    # the other exercise's business: the one that calls it is judged by its own seal.
+    aliases = _course_aliases(_source(c) for c in code)
+    forbidden = {exercises[e]["function"]: (e, phrase) for e, phrase in sealed if _course_code(phrase, aliases)}
     for grade_id, answer in answers.items():
         _, reads = _bound_and_read(answer)
         for function in sorted(reads & set(forbidden)):
@@ -407,12 +416,45 @@ def analyse_notebook(cells: list, spec: dict) -> dict:
         phrases = suspicious_text(source) + [p for p, _ in findings(source)
                                              if p.startswith(("builds", "code nested", "a cell of"))]
         for phrase in phrases:
-            flags.append([_exercise_before(source, cells, exercises) or first, "cell", f"a cell {phrase}"])
+            flags.append([_exercise_before(origin.get(source, source), cells, exercises) or first, "cell",
+                          f"a cell {phrase}"])
     unique = []
     for flag in flags:
         if flag not in unique:
             unique.append(flag)
     return {"flags": unique, "sealed": sealed, "fingerprints": prints}
+
+
+def _course_code(phrase: str, aliases: set) -> bool:
+    """Whether a finding names the course's own package: plmcourse, or a name the notebook bound
+    to a part of it (`from plmcourse import ref`, `import plmcourse.nn as pnn`)."""
+    reached = re.search(r"\(([\w.]+)\)$|from ([\w.]+)$", phrase)
+    dotted = next((g for g in reached.groups() if g), "") if reached else ""
+    return dotted.split(".")[0] in aliases | {"plmcourse"}
+
+
+def _course_aliases(sources) -> set:
+    """The names a notebook's imports bind to plmcourse or a part of it."""
+    found = set()
+    for source in sources:
+        for line in source[:MAX_SOURCE].splitlines():
+            module = re.match(r"\s*from\s+(plmcourse[\w.]*)\s+import\s+(.+)", line)
+            if module:
+                found |= {part.split(" as ")[-1].strip(" ()") for part in module.group(2).split(",")}
+            for name, alias in re.findall(r"\bimport\s+(plmcourse[\w.]*)(?:\s+as\s+(\w+))?", line):
+                found.add(alias or name.split(".")[0])
+    return {name for name in found if name.isidentifier()}
+
+
+def _student_part(source: str, course_text: str) -> str:
+    """The cell's top-level statements that are not the course's own (a demo cell the student wrote
+    a helper into keeps only the helper); the whole cell if it cannot be read."""
+    try:
+        tree = ast.parse(source[:MAX_SOURCE])
+    except (SyntaxError, RecursionError, MemoryError, ValueError):
+        return source
+    parts = [ast.get_source_segment(source, node) or "" for node in tree.body]
+    return "\n".join(part for part in parts if part.strip() and part.strip() not in course_text)
 
 
 def _own_methods(source: str) -> set:
@@ -585,21 +627,21 @@ def course_fingerprints(course: Path, assignment: str, notebook: str, spec: dict
                     versions.append((f"{module}.{exercise['function']}", fingerprints(inspect.getsource(obj))))
                 except (OSError, TypeError):
                     pass
-        found[grade_id] = [(label, prints) for label, prints in versions if len(prints) >= MIN_FINGERPRINTS]
+        found[grade_id] = [(label, prints) for label, prints in versions if len(prints) >= SHORT_FINGERPRINTS]
     return found
 
 
 def course_similarity(student: str, notebook: str, prints: dict, references: dict) -> list[Flag]:
-    """A flag for each answer that holds COURSE_SIMILAR of the course's own code for it."""
+    """A flag for each answer that holds COURSE_SIMILAR of the course's own code for it (RETYPED, for
+    code of fewer than MIN_FINGERPRINTS: a short function is flagged only when copied word for word)."""
     flags = []
     for grade_id, versions in references.items():
         mine = set(prints.get(grade_id, ()))
-        scored = [(containment(mine, set(ref)), label) for label, ref in versions]
-        if not scored or not mine:
+        if not versions or not mine:
             continue
-        share, label = max(scored)
-        if share >= COURSE_SIMILAR:
-            kind = "retyped" if share >= 0.95 else "close to"
+        share, label, size = max((containment(mine, set(ref)), label, len(ref)) for label, ref in versions)
+        if share >= (COURSE_SIMILAR if size >= MIN_FINGERPRINTS else RETYPED):
+            kind = "retyped" if share >= RETYPED else "close to"
             flags.append(Flag(student, notebook, grade_id, f"{grade_id} is {label} {kind} (similarity {share:.2f})",
                               "course", round(share, 3)))
     return flags
