@@ -48,7 +48,6 @@ from pathlib import Path
 # Flags
 
 
-SOURCES = ("kernel", "answer", "cell", "course", "classmates", "collect")
 MAX_EVIDENCE = 300
 
 

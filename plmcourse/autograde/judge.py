@@ -276,7 +276,8 @@ def read_record(path: Path) -> dict:
     for line in path.read_text(encoding="utf-8").splitlines():
         verdict = json.loads(line)
         name = verdict["check"]
-        flags.setdefault(name, []).extend(f for f in verdict.get("flags", []) if f not in flags[name])
+        kept = flags.setdefault(name, [])
+        kept += [flag for flag in verdict.get("flags", []) if flag not in kept]
         if verdict["hidden"]:
             hidden_runs.setdefault(name, []).append(verdict)
             if len(hidden_runs[name]) == 1:

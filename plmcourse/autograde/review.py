@@ -149,15 +149,15 @@ def _read_json(path: Path) -> dict:
 # The gradebook
 
 
-def write_gradebook(course: Path, assignment: str, students: list[str], flags: list[Flag], failures: list) -> list[str]:
+def write_gradebook(course: Path, assignment: str, students: list[str], flags: list[Flag], failures: list,
+                    specs: dict) -> list[str]:
     """Mark each flagged exercise's test cell for a manual grade, and write the evidence and the
     judge's sentences into the answer cell's comment (replacing what the grader wrote there
-    before, keeping what a person wrote). One report line per submission it could not reach."""
+    before, keeping what a person wrote). One report line per submission it could not reach.
+    specs: {notebook: its evidence.analysis_spec}, as read_submissions made them."""
     from nbgrader.api import Gradebook, MissingEntry
 
     course = Path(course).resolve()
-    specs = {path.stem: analysis_spec(course, assignment, path.stem)
-             for path in sorted((course / "source" / assignment).glob("*.ipynb"))}
     problems = []
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
         for notebook, spec in specs.items():

@@ -435,7 +435,8 @@ def _review(course: Path, assignment: str, students: list[str], kernel_flags: li
     is said in one line and costs no grade."""
     try:
         flags = review.gather(course, assignment, students, kernel_flags, read)
-        problems = review.write_gradebook(course, assignment, students, flags, failures)
+        specs = {notebook: part["spec"] for notebook, part in read.items()}
+        problems = review.write_gradebook(course, assignment, students, flags, failures, specs)
         review.write_review(course, assignment, students, flags)
     except Exception as error:  # a bug of ours, not a student's doing: the grades stand, say so
         return [f"the review flags could not be written ({type(error).__name__}: {' '.join(str(error).split())[:200]})"]
