@@ -11,6 +11,25 @@ ROOT = Path(__file__).resolve().parents[1]
 COURSE = ROOT / "course"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def one_search_cache_for_the_session(tmp_path_factory):
+    """The behavioural search (sandbox.find_implementations) is keyed by the package's files, so
+    the scratch courses of one test run share its results instead of each paying 2-36 s per
+    assignment; a fresh folder per run, so no result outlives the code it was found in. Under
+    pytest-xdist the workers share it (a result is written whole, with os.replace)."""
+    import os
+
+    from plmcourse.autograde import sandbox
+
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "search-cache"
+    folder.mkdir(exist_ok=True)
+    patch = pytest.MonkeyPatch()
+    patch.setenv(sandbox.CACHE_ENV, str(folder))
+    yield folder
+    patch.undo()
+
+
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT

@@ -334,3 +334,20 @@ def test_a_cut_graph_is_reported_before_a_wrong_dtype(name):
         args = (case, case.reply.value, expected) + ((memory,) if memory is not None else ())
         verdict = check.judge(*args)
         assert verdict and "gradient" in verdict, (case.label, verdict)
+
+
+def test_a_graded_call_keeps_the_cell_s_numpy_error_state():
+    # Graded, the student's function runs in a thread of its own (core._call_with_limit); a cell's
+    # `with np.errstate(...)` around the check must reach it, as it does in-process.
+    from plmcourse.grading.core import Case, _call_with_limit
+
+    def divide(v):
+        return v / np.sum(v)
+
+    case = Case("a zero vector", args=(np.zeros(3),))
+    with np.errstate(invalid="raise"):
+        raised = _call_with_limit(divide, case, 5.0)
+    with np.errstate(invalid="ignore"):
+        quiet = _call_with_limit(divide, case, 5.0)
+    assert isinstance(raised.error, FloatingPointError)
+    assert quiet.error is None and np.isnan(quiet.value).all()

@@ -1,5 +1,6 @@
 """Every assignment, really graded: the instructor's solutions, handed in as a student would,
-get full marks through `plmcourse grade all` (nbgrader, the sandbox, the judge).
+get full marks through `plmcourse grade all` (nbgrader, the sandbox, the judge), and the graded
+notebook that comes back shows no error and no warning box in any cell grading ran.
 
 The unit tests of each check hold the solution against the check in one process; only this
 shows that the sandbox's package (which lacks the course's own versions of the assignment's
@@ -14,6 +15,7 @@ import nbformat
 import pytest
 
 from conftest import COURSE
+from test_notebooks import unexpected_stderr
 from plmcourse.autograde import sandbox
 from plmcourse.release import nbgrader_env, solved_release
 
@@ -43,3 +45,9 @@ def test_the_solved_notebook_gets_full_marks(assignment, tmp_path):
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
         submission = gradebook.find_submission(assignment, "honest")
         assert submission.score == submission.max_score > 0, done.stdout
+    executed = nbformat.read(next((course / "autograded" / "honest" / assignment).glob("*.ipynb")), as_version=4)
+    errors = [f"{o.ename}: {o.evalue}" for c in executed.cells if c.cell_type == "code" for o in c.outputs
+              if o.output_type == "error"]
+    assert not errors, f"{assignment} raised in its own cells: {errors}"
+    warnings = unexpected_stderr(executed, assignment)
+    assert not warnings, f"{assignment} writes to stderr (a warning box under the cell): {warnings}"

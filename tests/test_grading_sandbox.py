@@ -740,6 +740,13 @@ def test_the_search_runs_once_per_package_and_assignment(tmp_path):
     assert len(list(cache.iterdir())) == 2
 
 
+def test_the_search_cache_is_the_course_s_own_unless_a_folder_is_named(tmp_path, monkeypatch):
+    monkeypatch.delenv(sandbox.CACHE_ENV, raising=False)
+    assert sandbox.search_cache(tmp_path / "course") == tmp_path / "course" / sandbox.CACHE_FOLDER
+    monkeypatch.setenv(sandbox.CACHE_ENV, str(tmp_path / "shared"))
+    assert sandbox.search_cache(tmp_path / "course") == tmp_path / "shared"
+
+
 def test_stubs_reach_methods_classes_and_inner_functions():
     source = textwrap.dedent('''
         class Layer:

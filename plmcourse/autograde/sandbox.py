@@ -281,6 +281,16 @@ JUDGE_ENGINE = ("run_check",)
 SEARCH_SECONDS = 10.0   # one candidate's run on a check's visible cases; longer, and it is skipped
 SEARCH_VERSION = "1"    # in the cache key: a change to the search itself makes earlier results stale
 CACHE_FOLDER = ".plmcourse-cache"  # in the course directory, which the sandbox hides
+# Names another folder for the search's results, shared by several course directories (a test
+# suite that grades many scratch courses, a machine that grades several sections). Safe to share:
+# a result is keyed by a hash of the package's files and the graded names.
+CACHE_ENV = "PLMCOURSE_SEARCH_CACHE"
+
+
+def search_cache(course: Path) -> Path:
+    """Where the behavioural search keeps its results for `course`: $PLMCOURSE_SEARCH_CACHE if
+    set, else the course's own CACHE_FOLDER."""
+    return Path(os.environ.get(CACHE_ENV) or Path(course) / CACHE_FOLDER)
 
 
 def graded_functions(notebooks=None) -> set[str]:

@@ -463,7 +463,7 @@ def _kernel_envs(scratch: Path, course: Path, assignment: str, memory: int, jobs
 
     The sandbox's package holds no complete implementation of this assignment's graded
     functions (sandbox.grading_package: found by name and by a search of the package's
-    behaviour, whose result is kept in the course's CACHE_FOLDER and whose line, with its
+    behaviour, whose result is kept in sandbox.search_cache(course) and whose line, with its
     duration, is printed); those of other assignments stay usable.
 
     Each process gets its own directory for the kernels' sockets, so that two processes
@@ -480,7 +480,7 @@ def _kernel_envs(scratch: Path, course: Path, assignment: str, memory: int, jobs
     package = None
     if use_sandbox:
         searched = []
-        package = sandbox.grading_package(scratch / "package", graded, cache=course / sandbox.CACHE_FOLDER,
+        package = sandbox.grading_package(scratch / "package", graded, cache=sandbox.search_cache(course),
                                           report=searched)
         print("\n".join(f"autograde: {line}" for line in searched), flush=True)
     sandbox.install_kernelspec(kernels, course, memory, use_sandbox=use_sandbox, package=package)

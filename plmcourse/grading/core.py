@@ -27,6 +27,7 @@ being taught) the answer used.
 
 import _thread
 import builtins
+import contextvars
 import functools
 import hashlib
 import os
@@ -727,7 +728,10 @@ CALL_SECONDS = max(1.0, int(os.environ.get("PLMCOURSE_CELL_SECONDS", "60")) / 2)
 
 def _call_with_limit(fn, case, seconds):
     """call_student in a thread, given up after `seconds`: a loop that swallows interrupts
-    (`except BaseException: pass`) cannot hold the test cell, and with it the notebook."""
+    (`except BaseException: pass`) cannot hold the test cell, and with it the notebook.
+
+    The thread runs in a copy of the caller's context, so a cell's `with np.errstate(...)` around
+    the check holds for the student's function too, as it does where the check runs in-process."""
     box = {}
 
     def target():
@@ -736,7 +740,8 @@ def _call_with_limit(fn, case, seconds):
         except BaseException as error:  # SystemExit, KeyboardInterrupt raised by the student's code
             box["reply"] = Reply(error=error)
 
-    thread = threading.Thread(target=target, daemon=True, name="student function")
+    context = contextvars.copy_context()
+    thread = threading.Thread(target=context.run, args=(target,), daemon=True, name="student function")
     thread.start()
     try:
         thread.join(seconds)
