@@ -48,8 +48,13 @@ KERNEL_NAME = "python3"
 KERNEL_DISPLAY_NAME = "Python 3 (ipykernel)"
 # nbgrader's JupyterLab plugins a student does not need: only Validate stays (binder/postBuild
 # disables the same ones on Binder).
+# "menu" is nbgrader's menu-bar entry, empty once the others are gone; JupyterLab's announcements
+# plugin asks on first start whether to fetch news from the internet.
 STUDENT_HIDDEN_PLUGINS = [f"@jupyter/nbgrader:{name}" for name in
-                          ("formgrader", "assignment-list", "course-list", "create-assignment")]
+                          ("formgrader", "assignment-list", "course-list", "create-assignment", "menu")]
+STUDENT_HIDDEN_PLUGINS.append("@jupyterlab/apputils-extension:announcements")
+# Reads notebooks with the kernel's full language_info, so that they do not open modified.
+CONTENTS_MANAGER = "plmcourse.labserver.CourseContentsManager"
 
 
 def say(msg: str) -> None:
@@ -184,7 +189,7 @@ def student_config_path() -> Path:
 
 def lab(args: list) -> int:
     """Students: JupyterLab on course/release/. Instructors (--instructor): on course/, formgrader on."""
-    options, env = [], venv_env()
+    options, env = [f"--ServerApp.contents_manager_class={CONTENTS_MANAGER}"], venv_env()
     if "--instructor" in args:
         args = [a for a in args if a != "--instructor"]
         root = ROOT / "course"
@@ -202,6 +207,22 @@ def lab(args: list) -> int:
                         cwd=root, env=env)
 
 
+def test_workers(args: list[str]) -> list[str]:
+    """pytest-xdist's options for the suite: one worker per core, at most 4 and one per 3 GB of
+    memory (a worker that runs a notebook holds a kernel of up to 2 GB). Most of the suite is
+    single-threaded (kernels starting, nbgrader, the sandbox, tiny models), so two workers on
+    two cores take about half the time of one. Pass `-n 0` (or your own `-n`) to choose."""
+    if any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in args):
+        return []
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        memory = 8 * 1024 ** 3
+    workers = max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1,
+                         4, memory // (3 * 1024 ** 3)))
+    return ["-n", str(workers), "--dist", "worksteal"] if workers > 1 else []
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in {"-h", "--help", "help"}:
         print(__doc__)
@@ -214,7 +235,7 @@ def main(argv: list[str]) -> int:
     if command == "lab":
         return lab(rest)
     if command == "test":
-        return exec_in_venv(["-m", "pytest", *rest])
+        return exec_in_venv(["-m", "pytest", *test_workers(rest), *rest])
     if command == "release":
         return exec_in_venv(["-m", "plmcourse", "release", *rest])
     if command == "doctor":

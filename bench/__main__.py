@@ -7,6 +7,9 @@ JSON files in bench/results/, so results of benchmarks not rerun are kept.
 import sys
 import time
 
+from bench import instruct  # notebook 15
+from bench import multimodal  # notebook 14
+from bench import transfer  # notebook 13
 from bench import (attention, checkpoints, efficiency, gpt, grading, icl, minilm, nanogpt, notebooks, peft,
                    prompting, report, simcse, threads, word2vec, wordpiece)
 
@@ -26,6 +29,9 @@ BENCHMARKS = {
     "prompting": prompting.main,
     "icl": icl.main,
     "efficiency": efficiency.main,
+    "instruct": instruct.main,
+    "multimodal": multimodal.main,
+    "transfer": transfer.main,
 }
 
 

@@ -6,6 +6,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import statistics
 import time
 from pathlib import Path
@@ -93,7 +94,7 @@ def run_notebook_variant(notebook: Path, seed: int, report: str, replacements: d
     nb = nbformat.read(notebook, as_version=4)
     nb.cells = [c for c in nb.cells if not c.metadata.get("nbgrader", {}).get("grade")]
     for cell in nb.cells:
-        cell.source = cell.source.replace("SEED = 0 ", f"SEED = {seed} ")
+        cell.source = re.sub(r"(?m)^SEED = 0\b", f"SEED = {seed}", cell.source)
         for old, new in (replacements or {}).items():
             cell.source = cell.source.replace(old, new)
     nb.cells.append(nbformat.v4.new_code_cell(report))

@@ -3,6 +3,8 @@
 import plmcourse  # noqa: F401  (must come before numpy/torch)
 
 import shutil
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -55,6 +57,11 @@ def release_notebooks() -> list[Path]:
     return sorted((COURSE / "release").glob("*/*.ipynb"))
 
 
+# The test runner's own threads that threading does not know (pytest-xdist's execnet channel,
+# started with _thread): alive before any test, never an answer's. Their bare idents.
+RUNNER_THREADS = frozenset(ident for ident in sys._current_frames() if ident not in threading._active)
+
+
 @pytest.fixture(autouse=True)
 def harness_threads_are_the_kernel_s_own(monkeypatch):
     """The tests put the judge and a kernel in one process, one side in a thread of a test module;
@@ -63,6 +70,6 @@ def harness_threads_are_the_kernel_s_own(monkeypatch):
 
     own = core._own_thread
     harness = ("kernel", "judge")  # the functions the tests' harness threads run (judged() and the like)
-    monkeypatch.setattr(core, "_own_thread", lambda thread: own(thread) or getattr(
+    monkeypatch.setattr(core, "_own_thread", lambda thread: own(thread) or thread in RUNNER_THREADS or getattr(
         getattr(thread, "_target", None), "__name__", None) in harness)
 

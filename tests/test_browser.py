@@ -49,9 +49,10 @@ from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 pytestmark = pytest.mark.notebook
 
-SOLVED = ["03_attention", "05_gpt"]
+SOLVED = ["03_attention", "05_gpt", "07_inside_a_real_bert", "11_in_context_learning"]
 PAGE_SECONDS = 60        # JupyterLab loads, a notebook opens, its kernel starts
 RUN_ALL_SECONDS = 240    # 05_gpt trains a tiny GPT: about a minute on 2 busy cores
+RUN_LONG_SECONDS = 480   # 07 and 11 run their whole two minutes (more on shared cores)
 REACT_SECONDS = 60       # a widget redraws after a change
 VALIDATE_SECONDS = 240   # nbgrader runs the whole notebook on the server
 
@@ -62,26 +63,36 @@ PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"
 # ---------------------------------------------------------------- server and browser
 
 
+def _tasks():
+    """tasks.py as a module: the plugin list and the contents manager `python3 tasks.py lab` uses."""
+    spec = importlib.util.spec_from_file_location("plmcourse_tasks", Path(__file__).parents[1] / "tasks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+TASKS = _tasks()
+
+
 def _student_lab_config(home: Path) -> dict:
-    """Scratch Jupyter dirs, set up as binder/postBuild sets up a student's JupyterLab."""
+    """Scratch Jupyter dirs, set up as binder/postBuild and `tasks.py lab` set up a student's JupyterLab."""
     dirs = {"HOME": home, "JUPYTER_CONFIG_DIR": home / ".jupyter",
             "JUPYTER_DATA_DIR": home / ".local/share/jupyter", "JUPYTER_RUNTIME_DIR": home / "runtime",
             "IPYTHONDIR": home / ".ipython"}
     config = dirs["JUPYTER_CONFIG_DIR"]
     settings = config / "lab" / "user-settings" / "@jupyterlab"
     files = {
-        # Students get Validate only (as binder/postBuild): no formgrader or exchange lists.
-        config / "jupyter_server_config.json": {"ServerApp": {"jpserver_extensions": {
-            f"nbgrader.server_extensions.{ext}": False
-            for ext in ["formgrader", "assignment_list", "course_list"]}}},
+        # Students get Validate only (as binder/postBuild): no formgrader or exchange lists; notebooks
+        # are read with the kernel's language_info (plmcourse/labserver.py).
+        config / "jupyter_server_config.json": {"ServerApp": {
+            "jpserver_extensions": {f"nbgrader.server_extensions.{ext}": False
+                                    for ext in ["formgrader", "assignment_list", "course_list"]},
+            "contents_manager_class": TASKS.CONTENTS_MANAGER}},
+        # The frontend plugins tasks.py hides: nbgrader's instructor tools, its menu, the news prompt.
         config / "labconfig" / "page_config.json": {"disabledExtensions": {
-            f"@jupyter/nbgrader:{ext}": True
-            for ext in ["formgrader", "assignment-list", "course-list", "create-assignment"]}},
-        # Every cell in the DOM (the default windowing skips rendering cells out of view), and
-        # no news toast asking for consent over the notebook.
+            plugin: True for plugin in TASKS.STUDENT_HIDDEN_PLUGINS}},
+        # Every cell in the DOM (the default windowing skips rendering cells out of view).
         settings / "notebook-extension" / "tracker.jupyterlab-settings": {"windowingMode": "none"},
-        settings / "apputils-extension" / "notification.jupyterlab-settings": {
-            "fetchNews": "false", "checkForUpdates": False},
     }
     for path, content in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -184,7 +195,7 @@ def open_notebook(driver, base: str, path: str) -> None:
             && status && status.dataset.status === 'idle';"""))
 
 
-def run_all_cells(driver, path: str) -> None:
+def run_all_cells(driver, path: str, seconds: float = RUN_ALL_SECONDS) -> None:
     """Run > Run All Cells from the menu bar, then wait until every code cell ran and the kernel is idle."""
     run_menu = next(item for item in driver.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item")
                     if item.text.strip() == "Run")
@@ -198,7 +209,7 @@ def run_all_cells(driver, path: str) -> None:
         const p = document.querySelector('{PANEL}');
         return [...p.querySelectorAll('.jp-CodeCell .jp-InputPrompt')].some(e => e.textContent.includes('*'))
             || p.querySelector('.jp-Notebook-ExecutionIndicator').dataset.status !== 'idle';"""))
-    wait(driver, RUN_ALL_SECONDS, f"every code cell of {path} to finish with the kernel idle",
+    wait(driver, seconds, f"every code cell of {path} to finish with the kernel idle",
          lambda d: js(d, f"""
         const p = document.querySelector('{PANEL}');
         const prompts = [...p.querySelectorAll('.jp-CodeCell .jp-InputPrompt')]
@@ -367,3 +378,73 @@ def test_validate_on_the_unsolved_attention_notebook_says_what_failed(browser, l
         "expected the first failure to be check_softmax's sentence about the stub's NotImplementedError; "
         f"the dialog says: {text[:300]!r}")
     close_dialog(browser)
+
+
+def _with_language_info(notebook: dict, language_info) -> dict:
+    copy = json.loads(json.dumps(notebook))
+    if language_info is None:
+        copy["metadata"].pop("language_info", None)
+    else:
+        copy["metadata"]["language_info"] = language_info
+    return copy
+
+
+def test_notebooks_open_unmodified_whatever_python_and_no_instructor_menu_or_news(browser, lab, served):
+    """A notebook opens clean (no unsaved-changes dot) whatever Python version its metadata names; the
+    menu bar has no empty Nbgrader menu; JupyterLab does not ask about fetching news."""
+    shipped = json.loads((served / "00_welcome" / "00_welcome.ipynb").read_text())
+    other_python = {"name": "python", "version": "3.99.0", "mimetype": "text/x-python",
+                    "codemirror_mode": {"name": "ipython", "version": 3}, "pygments_lexer": "ipython3",
+                    "nbconvert_exporter": "python", "file_extension": ".py"}
+    variants = {"as shipped": shipped["metadata"].get("language_info"), "another Python": other_python,
+                "no language_info": None}
+    for index, (what, language_info) in enumerate(variants.items()):
+        path = f"00_welcome/metadata_{index}.ipynb"
+        (served / path).write_text(json.dumps(_with_language_info(shipped, language_info)))
+        open_notebook(browser, lab, path)
+        # JupyterLab copies the kernel's language_info into the notebook once the kernel connects;
+        # give it time to do so, then look at the tab's unsaved-changes mark.
+        js(browser, "return new Promise(done => setTimeout(done, 2000));")
+        dirty = js(browser, """return [...document.querySelectorAll('.lm-TabBar-tab.jp-mod-dirty')]
+                                .map(t => t.textContent.trim());""")
+        assert not dirty, (f"{path} ({what}: language_info {language_info}) opened marked modified "
+                           f"(tabs {dirty}): the kernel's language_info differs from the notebook's")
+        menus = [item.text.strip() for item in browser.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item")]
+        assert "Run" in menus and "Nbgrader" not in menus, f"the menu bar shows {menus}"
+        body = js(browser, "return document.body.textContent;")
+        assert "official Jupyter news" not in body, "JupyterLab asks whether to fetch news on first start"
+
+
+def test_inside_bert_sentence_box_shows_its_whole_sentence(browser, lab, tmp_path):
+    """07's attention widget: the sentence box is wide enough for its default sentence (not cut off)."""
+    path = "07_inside_a_real_bert/07_inside_a_real_bert_solved.ipynb"
+    open_notebook(browser, lab, path)
+    run_all_cells(browser, path, RUN_LONG_SECONDS)
+    assert_widgets_render(browser, path)
+    box = interact_box(browser, path)
+    text_box = control(box, "widget-text", "sentence").find_element(By.CSS_SELECTOR, "input")
+    shown, needed = js(browser, "return [arguments[0].clientWidth, arguments[0].scrollWidth];", text_box)
+    save_shot(browser, box, tmp_path / "07-attention-widget.png")
+    assert text_box.get_attribute("value").endswith("river ."), "expected the default sentence in the box"
+    assert needed <= shown, f"the sentence box is {shown} px wide but its sentence needs {needed} px: it is cut off"
+
+
+def test_induction_head_slider_reads_training_steps(browser, lab, tmp_path):
+    """11's attention-over-training widget: the slider reads the training step, not an evaluation index."""
+    path = "11_in_context_learning/11_in_context_learning_solved.ipynb"
+    open_notebook(browser, lab, path)
+    run_all_cells(browser, path, RUN_LONG_SECONDS)
+    assert_widgets_render(browser, path)
+    box = interact_box(browser, path)
+    wait(browser, REACT_SECONDS, "the widget to draw its first heat maps", lambda d: output_of(d, box)["images"])
+    slider = control(box, "widget-slider", "step")
+    readout = slider.find_element(By.CSS_SELECTOR, ".widget-readout").text.strip()
+    title = output_of(browser, box)["text"]
+    save_shot(browser, box, tmp_path / "11-heads-widget.png")
+    assert readout.isdigit() and int(readout) > 100, f"expected the slider to read a training step, it reads {readout!r}"
+    before = output_of(browser, box)
+    slider.find_element(By.CSS_SELECTOR, ".noUi-handle").send_keys(Keys.HOME)
+    wait_for_change(browser, box, before, "pressing Home on the step slider", "images")
+    first = slider.find_element(By.CSS_SELECTOR, ".widget-readout").text.strip()
+    assert first.isdigit() and int(first) < int(readout), (
+        f"expected the first evaluation's step, below {readout}, after Home; the slider reads {first!r} ({title[:80]})")

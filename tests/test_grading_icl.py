@@ -204,7 +204,8 @@ def test_the_prompt_cases_cover_every_clause():
     assert {"\n", " ", "\n\n", ""} <= {c.data["separator"] for c in valid}
     assert {c.data["kind"] for c in valid} == {tuple, list}
     assert any(checks._shows_duplicate_of_query(c) for c in valid)
-    assert sorted(c.data["k"] - len(c.data["demos"]) for c in cases if c.data["error"]) == [-8, 0]  # -1 and len
+    assert sorted(c.data["k"] - len(c.data["demos"]) for c in cases if c.data["error"] is True) == [-8, 0]  # -1, len
+    assert [c.data["template"] for c in cases if c.data["error"] == "template"] == ["{y} <- {x}"]
     assert all("rng" in c.kwargs for c in cases if c.data["seed"] is not None)
     assert [c.data["seed"] for c in cases].count(None) == 1
 
@@ -379,7 +380,7 @@ def test_the_out_of_range_cases_name_what_came_instead_of_a_value_error():
 
     message = str(failure(check_k_shot_prompt, type_error))
     assert "so your function must raise ValueError, but it raised TypeError: bad k" in message
-    assert "failed on case 9 of 10" in message
+    assert "failed on case 9 of 13" in message
 
 
 def test_without_an_rng_any_k_other_examples_in_any_order_pass(capsys):

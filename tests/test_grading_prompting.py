@@ -273,7 +273,8 @@ def test_the_select_cases_cover_every_clause():
 def test_every_argument_takes_more_than_one_value(name, hidden):
     """tests/test_grading_clauses.py's rule, against the course's own signature (the notebook's is the same)."""
     signature = inspect.signature(getattr(pnn, name.removeprefix("check_")))
-    assert not fixed_arguments(signature, getattr(grading, name).cases(hidden, CPU))
+    check = getattr(grading, name)
+    assert not fixed_arguments(signature, check.cases(hidden, CPU), check.signature_args)
 
 
 def test_hidden_runs_extend_the_visible_ones_with_other_seeds():
@@ -292,7 +293,15 @@ def test_the_references_agree_with_the_torch_versions(hidden):
         np.testing.assert_allclose(ours.numpy(), check_verbalizer_log_probs.reference(case),
                                    **({"rtol": 1e-5, "atol": 1e-5} if ours.dtype == torch.float32 else {}))
     for case in checks._pet_cases(hidden, CPU):
-        ours = pnn.pet_soft_labels(*case.args, **case.kwargs)
+        args, kwargs = check_pet_soft_labels.signature_args(case)
+        if case.data["error"]:  # a negative weight, or a zero sum: both versions refuse them
+            assert check_pet_soft_labels.reference(case) is None
+            with pytest.raises(ValueError):
+                pnn.pet_soft_labels(*args, **kwargs)
+            with pytest.raises(ValueError):
+                ref.pet_soft_labels(case.data["scores"], case.data["w"], case.data["T"])
+            continue
+        ours = pnn.pet_soft_labels(*args, **kwargs)
         expected = check_pet_soft_labels.reference(case)
         np.testing.assert_allclose(ours.numpy(), expected, rtol=1e-5)
         np.testing.assert_allclose(expected.sum(-1), 1.0)
@@ -482,7 +491,8 @@ def test_the_same_verdict_through_the_wire_as_here(check_name, mistake):
         getattr(grading, check_name)(answer, hidden=True)
     except core.CheckFailed as failed:
         local = str(failed)
-    passed, sentence, flags, shown = judged(check_name, answer)
+    check = getattr(grading, check_name)
+    passed, sentence, flags, shown = judged(check_name, check.driver(answer) if check.driver else answer)
     assert passed is (mistake is None) and (local is None) is (mistake is None)
     assert shown == ("passed" if passed else sentence)
     if not passed:

@@ -20,7 +20,9 @@ import pytest
 from conftest import ROOT, release_notebooks
 
 TOKEN = "plmcourse-test-token"
-NBGRADER_STUDENT_HIDDEN = ["formgrader", "assignment-list", "course-list", "create-assignment"]
+# "menu": nbgrader's menu-bar entry, empty without the others.
+NBGRADER_STUDENT_HIDDEN = ["formgrader", "assignment-list", "course-list", "create-assignment", "menu"]
+NEWS_PLUGIN = "@jupyterlab/apputils-extension:announcements"  # asks on first start whether to fetch news
 
 
 def free_port() -> int:
@@ -99,15 +101,20 @@ def test_readme_lab_command_serves_the_release_notebooks(tmp_path):
         disabled = page_config(html).get("disabledExtensions", [])
         for ext in NBGRADER_STUDENT_HIDDEN:
             assert f"@jupyter/nbgrader:{ext}" in disabled, f"the student lab shows nbgrader's {ext}"
+        assert NEWS_PLUGIN in disabled, "the student lab asks about fetching news"
         assert "@jupyter/nbgrader:validate-assignment" not in disabled
         assert get(f"{base}/formgrader")[0] == 404
         status, body = get(f"{base}/api/contents/")
         assert status == 200
         listed = {item["name"] for item in json.loads(body)["content"]}
         assert {p.parent.name for p in release_notebooks()} <= listed
+        from plmcourse.labserver import kernel_language_info
+
         for nb in release_notebooks():
             status, body = get(f"{base}/api/contents/{nb.parent.name}/{nb.name}")
             assert status == 200 and json.loads(body)["type"] == "notebook"
+            # Read with the kernel's full language_info: JupyterLab finds nothing to change on connecting.
+            assert json.loads(body)["content"]["metadata"]["language_info"] == kernel_language_info()
     # Hidden without touching the user's own Jupyter configuration. (jupyter_core may leave its
     # own "migrated" marker in ~/.jupyter when it finds ~/.ipython; that is not configuration.)
     written = {p.relative_to(tmp_path).as_posix() for p in (tmp_path / ".jupyter").rglob("*") if p.is_file()}
@@ -153,8 +160,10 @@ def test_binder_postbuild_leaves_students_only_validate(tmp_path):
         disabled = config.get("disabledExtensions", [])
         for ext in NBGRADER_STUDENT_HIDDEN:
             assert f"@jupyter/nbgrader:{ext}" in disabled
+        assert NEWS_PLUGIN in disabled
         assert "@jupyter/nbgrader:validate-assignment" not in disabled
         assert get(f"{base}/formgrader")[0] == 404                  # instructor server side is off
         assert get(f"{base}/assignments/validate")[0] != 404        # the Validate endpoint is on
     py_config = (home / ".jupyter" / "jupyter_server_config.py").read_text()
     assert 'default_url = "/lab/tree/course/release"' in py_config
+    assert 'contents_manager_class = "plmcourse.labserver.CourseContentsManager"' in py_config

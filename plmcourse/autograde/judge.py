@@ -65,6 +65,7 @@ SEALED_LIBRARIES = {
     "word_vectors": ("scipy.special",),
     "efficiency": ("torch.ao.quantization.observer", "torch.ao.quantization.fake_quantize",
                    "torch.ao.quantization.fx._decomposed"),
+    "transfer": ("scipy.linalg",),
     "sentence_embeddings": ("sklearn.decomposition", "sentence_transformers.models", "sentence_transformers.losses"),
     "wordpiece": ("transformers.models.bert.tokenization_bert_legacy", "transformers.models.bert.tokenization_bert",
                   "transformers.tokenization_utils_base"),

@@ -91,3 +91,14 @@ from plmcourse.data.icl import (  # noqa: E402
 
 __all__ += ["k_shot_prompt", "mapping_episode", "mapping_sequences", "repeated_sequences", "ICL_VOCAB", "LABELS",
             "SYMBOLS"]
+
+# Pictures and captions a CPU can learn (notebook 14, see plmcourse/data/multimodal.py).
+from plmcourse.data.multimodal import HELD_OUT, MultimodalVocab, blank_image, caption_world  # noqa: E402
+
+__all__ += ["caption_world", "MultimodalVocab", "blank_image", "HELD_OUT"]
+
+# Generated worlds for notebook 13: two languages, facts about entities, a domain, DNA-like sequences
+# (see plmcourse/data/transfer.py).
+from plmcourse.data import transfer  # noqa: E402
+
+__all__ += ["transfer"]

@@ -30,8 +30,9 @@ def k_shot_prompt(demonstrations, query, k, template="{x} -> {y}", separator="\n
     query: the index in `demonstrations` of the example to answer. Its y is never shown, and it
         is never one of the k demonstrations (that would give the answer away).
     k: how many demonstrations, 0 (zero-shot) to len(demonstrations) - 1.
-    template: a str.format pattern with fields {x} and {y}; a demonstration is
-        template.format(x=x, y=y), the query is the template cut just before "{y}" with its x.
+    template: a str.format pattern with the field {x}, then {y} after it (ValueError otherwise);
+        a demonstration is template.format(x=x, y=y), the query is the template cut just before
+        "{y}" with its x.
     separator: put between the rendered parts.
     rng: a np.random.Generator (None: a fresh one). The demonstrations are
         rng.choice(others, size=k, replace=False), in that order, where `others` are the
@@ -42,8 +43,8 @@ def k_shot_prompt(demonstrations, query, k, template="{x} -> {y}", separator="\n
         raise IndexError(f"query={query} is not an index into {n} demonstrations.")
     if not 0 <= k <= n - 1:
         raise ValueError(f"k={k}: there are {n - 1} demonstrations besides the query.")
-    if "{x}" not in template or "{y}" not in template:
-        raise ValueError(f"template {template!r} needs the fields {{x}} and {{y}}.")
+    if "{x}" not in template or template.find("{y}") < template.find("{x}"):
+        raise ValueError(f"template {template!r} needs the field {{x}}, then {{y}} after it.")
     rng = np.random.default_rng() if rng is None else rng
     others = np.delete(np.arange(n), query)  # never the query itself
     chosen = rng.choice(others, size=k, replace=False)

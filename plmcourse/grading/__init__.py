@@ -68,6 +68,15 @@ _CHECKS = {
     "check_distillation_loss": "efficiency",
     "check_quantize_int8": "efficiency",
     "check_dequantize": "efficiency",
+    "check_alignment_precision_at_1": "transfer",
+    "check_whole_entity_mask": "transfer",
+    "check_unfreezing_groups": "transfer",
+    "check_sft_loss": "instruct",
+    "check_bradley_terry_loss": "instruct",
+    "check_dpo_loss": "instruct",
+    "check_patchify": "multimodal",
+    "check_joint_attention_mask": "multimodal",
+    "check_clip_loss": "multimodal",
 }
 
 __all__ = ["CheckFailed", *_CHECKS]

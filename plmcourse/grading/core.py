@@ -312,8 +312,9 @@ _START_THREAD = {getattr(_thread, name) for name in ("start_new_thread", "start_
 
 
 def _own_thread(thread):
-    """True for the main thread and the threads the kernel and its libraries run (OWN_THREADS)."""
-    if thread is None:
+    """True for the main thread and the threads the kernel and its libraries run (OWN_THREADS).
+    `thread` is a threading.Thread, or the bare ident of a thread threading does not know."""
+    if thread is None or isinstance(thread, int):
         return False
     if isinstance(thread, threading._MainThread):
         return True
@@ -404,9 +405,9 @@ class _Record:
             return
         me = threading.get_ident()
         for ident in list(sys._current_frames()):
-            thread = threading._active.get(ident)
+            thread = threading._active.get(ident, ident)  # the ident alone: started outside threading
             if ident != me and not _own_thread(thread) and not any(thread is t for t in self.watched):
-                name = thread.name if thread is not None else f"one started outside threading ({ident})"
+                name = thread.name if not isinstance(thread, int) else f"one started outside threading ({ident})"
                 self.evidence.setdefault("thread:" + re.sub(r"[^\w .:()<>-]", "?", str(name))[:80], None)
 
     def _started_thread(self, frame):
@@ -733,15 +734,18 @@ def _call_with_limit(fn, case, seconds):
     The thread runs in a copy of the caller's context, so a cell's `with np.errstate(...)` around
     the check holds for the student's function too, as it does where the check runs in-process."""
     box = {}
+    context = contextvars.copy_context()
 
-    def target():
+    def call():
         try:
             box["reply"] = call_student(fn, case)
         except BaseException as error:  # SystemExit, KeyboardInterrupt raised by the student's code
             box["reply"] = Reply(error=error)
 
-    context = contextvars.copy_context()
-    thread = threading.Thread(target=context.run, args=(target,), daemon=True, name="student function")
+    def target():  # the thread's own function stays the course's, so the recorder knows it
+        context.run(call)
+
+    thread = threading.Thread(target=target, daemon=True, name="student function")
     thread.start()
     try:
         thread.join(seconds)

@@ -25,9 +25,8 @@ exactly, and they must round half to even, as torch.round does). scale must be a
 dtype, 0-d for dim=None, keepdim-shaped for a dim; q torch.int8 of w's shape. Elsewhere, where
 w / scale lies so close to a half that algebraically equal formulas (w / scale, w * 127 / absmax,
 w / absmax * 127, ...) round it differently, each of their roundings is accepted. A 1-D w with a
-dim is not among the cases: there "every other axis" is none, and the references disagree
-(plmcourse.ref gives each entry its own scale, shape (n,); plmcourse.nn's amax(dim=[]) reduces
-every axis, shape (1,)), so a 2-D (n, 1) weight with dim=0 stands for it.
+dim (0 or -1) has no other axis: each entry is its own slice, scale = |w| / 127 of shape (n,), as
+the notebook's text says (torch's amax(dim=[]) reduces every axis instead, a named mistake).
 Two mistakes of the exercise's list cannot be seen, and are not in the catalogue:
   * no clamp: with scale = absmax / 127, |w / scale| is at most 127 up to one rounding, so
     round() never leaves [-127, 127] and the clamp never changes anything (it documents the
@@ -584,6 +583,7 @@ def _quantize_cases(hidden, device):
         _quantize_case(10, (3, 2, 5), device, dim=0, dtype=torch.float32, zero_slices=1, keyword=True),
         _quantize_case(11, (5, 6), device, dim=-1, kind="halves", dtype=torch.float32),
         _quantize_case(12, (4, 3, 5), device, dim=1, zero_slices=1, negative=True),
+        _quantize_case(13, (6,), device, dim=0),  # 1-D with a dim: a scale per entry
     ]
     salt = hidden_salt(hidden)
     if hidden:
@@ -598,6 +598,7 @@ def _quantize_cases(hidden, device):
             _quantize_case(salt + 107, (5, 5), device, dim=None, kind="zeros", dtype=torch.float32),
             _quantize_case(salt + 108, (3, 8), device, dim=-1, kind="integers"),
             _quantize_case(salt + 109, (4, 7), device, negative=True, zero_slices=1),
+            _quantize_case(salt + 110, (9,), device, dim=-1, zero_slices=2, dtype=torch.float32),
         ]
     return cases
 
@@ -725,6 +726,10 @@ def _scale_shape_problem(got_shape, expected_shape, w_shape, dim, axis):
     if got_shape == (w_shape[axis],) and n > 1:
         return (f"{problem}: the reduced axes must be kept with size 1 (keepdim=True) so that scale broadcasts "
                 f"against w")
+    if n == 1 and all(size == 1 for size in got_shape):
+        return (f"{problem}: a 1-D w has no axis other than dim, so every entry is its own slice and scale is "
+                f"w.abs() / 127, shape {expected_shape} (amax over an empty list of dims reduces every axis, "
+                f"it does not reduce none)")
     reduced_along_dim = tuple(1 if a == axis else size for a, size in enumerate(w_shape))
     if got_shape in (reduced_along_dim, tuple(s for a, s in enumerate(w_shape) if a != axis)):
         return f"{problem}; it matches {SCALE_WRONG_AXIS.format(dim=dim)}"
@@ -866,6 +871,8 @@ check_quantize_int8 = Check(
         ("dim=1", lambda c: c.data["dim"] == 1),
         ("a negative dim", lambda c: c.data["dim"] is not None and c.data["dim"] < 0),
         ("a 1-D w", lambda c: c.data["w"].ndim == 1),
+        ("a 1-D w with dim: no other axis, a scale per entry, shape (n,)",
+         lambda c: c.data["w"].ndim == 1 and c.data["dim"] is not None),
         ("a 3-D w", lambda c: c.data["w"].ndim == 3),
         ("float32: q int8, scale float32", lambda c: "float32" in c.tags),
         ("float64: scale float64", lambda c: "float64" in c.tags),

@@ -12,8 +12,10 @@ last), the template ("{x} -> {y}" not passed, "Q: {x}\\nA: {y}", "{x}{y}", "{x} 
 another with text after {y}), the separator ("\\n" not passed, " ", "\\n\\n", ""), the examples
 (a list of tuples and a list of lists, multi-word strings, repeated x values, and the query's
 exact pair again at another index, which is another example and is drawn); one case passes no
-rng (any k other examples, well written, pass), and two pass k = len(demonstrations) and k = -1,
-which must raise ValueError. A wrong prompt is shown where it first differs from the expected
+rng (any k other examples, well written, pass), two pass k = len(demonstrations) and k = -1, and
+one a template with {y} before {x} (hidden: one without {y}), which must raise ValueError; two
+(k = 0 and k > 0) also report the generator's next number after the call, which must be where one
+rng.choice leaves it (a copy of rng, or extra draws, leave the caller's generator elsewhere). A wrong prompt is shown where it first differs from the expected
 one, and matched against known mistakes (each a variant of the function with one rule broken,
 and right on every case passed before it), or else read back into its demonstrations to say
 what is wrong with them: how many, one shown twice, the query shown, or another draw than the
@@ -69,6 +71,7 @@ PROMPT_SEAL = [(data_icl.k_shot_prompt, "plmcourse.data.k_shot_prompt")]
 
 DEFAULT_TEMPLATE, DEFAULT_SEPARATOR = "{x} -> {y}", "\n"
 EXPECT_ERROR = "expect_value_error"  # a driver's keyword, never passed on to the answer
+REPORT_NEXT = "report_next_draw"  # a driver's keyword: also report the rng's next number after the call
 SPEC_DRAW = "rng.choice(others, size=k, replace=False)"
 
 # The examples, written out (grading depends on no package data). Visible cases:
@@ -104,9 +107,10 @@ def _letters(seed, n):
 
 
 def _prompt_case(seed, demonstrations, query, k, template=None, separator=None, kind=tuple, rng=True,
-                 error=False):
+                 error=False, after=False):
     """k_shot_prompt(demonstrations, query, k[, template=...][, separator=...][, rng=default_rng(seed)]);
-    error: k is out of range and the answer must raise ValueError."""
+    error: True (k out of range) or "template" ({y} missing, or before {x}): the answer must raise
+    ValueError. after: the generator's next number after the call is judged too (one draw, from rng)."""
     demos = [kind(pair) for pair in demonstrations]
     kwargs = {}
     if template is not None:
@@ -121,13 +125,19 @@ def _prompt_case(seed, demonstrations, query, k, template=None, separator=None, 
     label += "".join(f", {name}={value!r}" for name, value in kwargs.items() if name != "rng")
     if not rng:
         label += ", rng not passed"
-    if error:
+    if error == "template":
+        label += " (a template without {x} before {y}: ValueError)"
+        kwargs[EXPECT_ERROR] = True
+    elif error:
         label += f" (out of range: 0 to {n - 1})"
         kwargs[EXPECT_ERROR] = True
+    if after:
+        label += ", then the rng's next number"
+        kwargs[REPORT_NEXT] = True
     data = {"demos": [tuple(pair) for pair in demonstrations], "query": query, "k": k,
             "template": DEFAULT_TEMPLATE if template is None else template,
             "separator": DEFAULT_SEPARATOR if separator is None else separator, "seed": seed if rng else None,
-            "kind": kind, "error": error}
+            "kind": kind, "error": error, "after": after}
     return Case(label, (demos, query, k), kwargs, data=data)
 
 
@@ -145,6 +155,9 @@ def _prompt_cases(hidden):
         _prompt_case(7, LETTERS, 9, 4, "{x}{y}", " ", rng=False),                 # rng=None: a fresh generator
         _prompt_case(8, ENGLISH_FRENCH, 4, len(ENGLISH_FRENCH), error=True),      # k = len: ValueError
         _prompt_case(9, SUMS, 0, -1, "{x} = {y}.", error=True),                   # k = -1: ValueError
+        _prompt_case(10, SUMS, 2, 2, "{y} <- {x}", error="template"),             # {y} first: ValueError
+        _prompt_case(11, ENGLISH_FRENCH, 5, 3, "{x}: {y}", " | ", after=True),    # rng: this one draw only
+        _prompt_case(12, REVIEWS, 4, 0, "{x} => {y}", after=True, kind=list),     # k = 0: no draw is needed
     ]
     salt = hidden_salt(hidden)
     if hidden:
@@ -161,6 +174,9 @@ def _prompt_cases(hidden):
             _prompt_case(salt + 308, letters, int(r.integers(16)), 5, "{x}{y}", " ", rng=False),
             _prompt_case(salt + 309, CAPITALS, 5, 12 + int(r.integers(3)), error=True),
             _prompt_case(salt + 310, ANTONYMS, 2, -1 - int(r.integers(3)), "{x}/{y}", kind=list, error=True),
+            _prompt_case(salt + 311, CAPITALS, 3, 2, "{y} is the capital of {x}.", error="template"),
+            _prompt_case(salt + 312, ANTONYMS, 1, 1, "{x} means the opposite", kind=list, error="template"),
+            _prompt_case(salt + 313, letters, int(r.integers(16)), int(r.integers(3, 10)), "{x}{y}", " ", after=True),
         ]
     return cases
 
@@ -169,6 +185,10 @@ def _prompt_driver(fn):
     """In the kernel: a case that expects ValueError reports what the answer raised or returned, as
     plain data; every other case calls the answer as it is (its exceptions are the check's to name)."""
     def drive(*args, **kwargs):
+        if kwargs.pop(REPORT_NEXT, False):
+            prompt = fn(*args, **kwargs)
+            rng = kwargs["rng"]
+            return {"prompt": prompt, "next": int(rng.integers(2 ** 62))}
         if not kwargs.pop(EXPECT_ERROR, False):
             return fn(*args, **kwargs)
         try:
@@ -181,15 +201,16 @@ def _prompt_driver(fn):
 
 
 def _prompt_signature_args(case):
-    return case.args, {name: value for name, value in case.kwargs.items() if name != EXPECT_ERROR}
+    return case.args, {name: value for name, value in case.kwargs.items() if name not in (EXPECT_ERROR, REPORT_NEXT)}
 
 
 def _prompt_reference(case):
     d = case.data
     if d["error"] or d["seed"] is None:
         return None  # judged by what it raised, or by the prompt's structure
-    return data_icl.k_shot_prompt(d["demos"], d["query"], d["k"], d["template"], d["separator"],
-                                  np.random.default_rng(d["seed"]))
+    rng = np.random.default_rng(d["seed"])
+    prompt = data_icl.k_shot_prompt(d["demos"], d["query"], d["k"], d["template"], d["separator"], rng)
+    return {"prompt": prompt, "next": int(rng.integers(2 ** 62))} if d["after"] else prompt
 
 
 # ----------------------------------------------------------------------------
@@ -280,16 +301,16 @@ def _prompt_mistakes():
          "the others (separator.join(parts))", {"join": "query glued"}),
         ("the query first: the demonstrations come first, in the order drawn, and the query's part last",
          {"join": "query first"}),
-        ("the query drawn as a demonstration: draw from `others`, every index but the query's "
+        ("the query drawn as a demonstration: draw from every index but the query's "
          "(np.delete(np.arange(n), query)), never from all n", {"pool": "all"}),
         ("the examples equal to the query's pair left out too: only the query's INDEX is excluded; another "
          "example with the same x and y is a different example and may be drawn", {"pool": "by value"}),
-        ("the examples with the query's x left out too: only the query's INDEX is excluded from `others`",
-         {"pool": "by x"}),
-        ("`others` in another order (the indices after the query first): `others` holds the indices other than "
-         "query in increasing order, np.delete(np.arange(n), query)", {"pool": "rotated"}),
-        ("`others` in decreasing order: `others` holds the indices other than query in increasing order, "
-         "np.delete(np.arange(n), query)", {"pool": "descending"}),
+        ("the examples with the query's x left out too: only the query's INDEX is excluded from the indices "
+         "drawn from", {"pool": "by x"}),
+        ("the indices drawn from in another order (those after the query first): draw from every index but the "
+         "query's in increasing order, np.delete(np.arange(n), query)", {"pool": "rotated"}),
+        ("the indices drawn from in decreasing order: draw from every index but the query's in increasing "
+         "order, np.delete(np.arange(n), query)", {"pool": "descending"}),
         (f"demonstrations drawn with replacement (rng.choice without replace=False, or rng.integers), so one may "
          f"come twice: the draw is {SPEC_DRAW}", {"draw": "replace"}),
         (f"the demonstrations sorted by index: keep the order {SPEC_DRAW} returns", {"draw": "sorted"}),
@@ -361,7 +382,8 @@ def _read_back(got, d):
     counts = Counter(_render(d, i) for i in shown)
     query = _render(d, d["query"])
     if counts[query] > available[query] and available[query] == 0:
-        return "the query itself shown as a demonstration: draw from the other examples only (`others`)"
+        return ("the query itself shown as a demonstration: draw from the other examples only (every index but "
+                "the query's)")
     if any(counts[r] > available[r] for r in counts):
         return f"a demonstration shown more than once: draw without replacement, {SPEC_DRAW}"
     return (f"k of the other examples, well written, but not the ones {SPEC_DRAW} draws from the rng passed, in "
@@ -391,6 +413,9 @@ def _judge_prompt_error(d, got):
     n, k = len(d["demos"]), d["k"]
     wanted = (f"k={k} is out of range for {n} demonstrations (0 to {n - 1}), so your function must raise "
               f"ValueError")
+    if d["error"] == "template":
+        wanted = (f"the template {d['template']!r} does not have {{x}} before {{y}} (the query's part, cut just "
+                  f"before {{y}}, would not show its x), so your function must raise ValueError")
     if not isinstance(got, dict) or not ({"raised"} <= set(got) or {"returned"} <= set(got)):
         return f"{wanted}; the check could not read what it did ({describe(got)})"
     if "raised" in got:
@@ -400,6 +425,9 @@ def _judge_prompt_error(d, got):
         return f"{wanted}, but it raised {str(got['raised'])[:80]}" + (f": {text}" if text else "")
     value = got["returned"]
     shown = _short(value) if isinstance(value, str) else describe(value)
+    if d["error"] == "template":
+        return (f"{wanted}, but it returned {shown}: test first that the template holds \"{{x}}\", then "
+                f"\"{{y}}\" after it")
     return f"{wanted}, but it returned {shown}: test 0 <= k <= len(demonstrations) - 1 first"
 
 
@@ -408,6 +436,19 @@ def _judge_prompt(case, got, expected, passed):
     d = case.data
     if d["error"]:
         return _judge_prompt_error(d, got)
+    if d["after"]:
+        if not isinstance(got, dict) or "prompt" not in got:
+            return f"the check could not read what your function did ({describe(got)})"
+        problem = _judge_prompt_text(d, got["prompt"], expected["prompt"], passed)
+        if problem is None and got["next"] != expected["next"]:
+            return (f"the prompt is right, but the rng passed in is not where one call of {SPEC_DRAW} leaves it "
+                    f"(its next number differs): draw from rng itself, once, and nothing else (a copy of rng "
+                    f"leaves the caller's generator unmoved, so the next prompt repeats these demonstrations)")
+        return problem
+    return _judge_prompt_text(d, got, expected, passed)
+
+
+def _judge_prompt_text(d, got, expected, passed):
     if type(got) is not str:
         if isinstance(got, str):
             return f"the result is a {type(got).__name__}, a subclass of str; return a plain str"
@@ -514,8 +555,13 @@ check_k_shot_prompt = Check(
         ("multi-word strings", lambda c: any(" " in x for x, _ in c.data["demos"])),
         ("demonstrations a list of tuples", lambda c: c.data["kind"] is tuple),
         ("... or a list of lists", lambda c: c.data["kind"] is list),
-        ("k = len(demonstrations) raises ValueError", lambda c: c.data["error"] and _k_of(c) >= _n_of(c)),
-        ("k = -1 raises ValueError", lambda c: c.data["error"] and _k_of(c) < 0),
+        ("k = len(demonstrations) raises ValueError", lambda c: c.data["error"] is True and _k_of(c) >= _n_of(c)),
+        ("k = -1 raises ValueError", lambda c: c.data["error"] is True and _k_of(c) < 0),
+        ("a template with {y} before {x} raises ValueError",
+         lambda c: c.data["error"] == "template" and c.data["template"].find("{y}") < c.data["template"].find("{x}")),
+        ("rng: one draw, rng.choice, and nothing else (the caller's generator moves by exactly that)",
+         lambda c: c.data["after"] and _k_of(c) > 0),
+        ("... and k = 0 (zero-shot) with rng passed", lambda c: c.data["after"] and _k_of(c) == 0),
     ),
 )
 

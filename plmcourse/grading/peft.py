@@ -22,7 +22,9 @@ mode, for an x whose rows each hold one nonzero entry, each row of output - base
 zero or the eval-mode update times 1 / (1 - p) (dropout on the low-rank path's input, with
 nn.Dropout's rescaling), and at p >= 0.25 some rows of each; merge() returning a new
 nn.Linear of the base's dtype and device with weight W + (alpha / r) B A and the base's bias
-(none without one), the layer and its base unchanged; and one SGD step over
+(none without one), its weight and bias trainable (requires_grad) and its own (no memory shared
+with the base or with A and B), the layer and its base unchanged; r = 0 (hidden: r = -2) raising
+ValueError in the constructor; and one SGD step over
 layer.parameters() moving A and B by the analytic gradients and the base not at all.
 A stage that raises (the constructor, forward, backward, setting A and B, merge, the step)
 is named with its exception; the stages after it are still run.
@@ -136,8 +138,9 @@ def _lora_case(seed, n_in, n_out, r, alpha, device, *, dropout=None, bias=True, 
     W = rng.standard_normal((n_out, n_in)) / math.sqrt(n_in)
     b = rng.standard_normal(n_out) if bias else None
     x = rng.standard_normal((*x_shape, n_in))
-    A = rng.standard_normal((r, n_in)) / math.sqrt(n_in)
-    B = rng.standard_normal((n_out, r)) / math.sqrt(r)
+    rank = max(r, 0)  # r < 1 must raise ValueError; A and B are then empty stand-ins
+    A = rng.standard_normal((rank, n_in)) / math.sqrt(n_in)
+    B = rng.standard_normal((n_out, rank)) / math.sqrt(max(rank, 1))
     upstream = rng.standard_normal((*x_shape, n_out))
     rows = 48  # at p = 0.25 all kept has probability 1e-6
     x_one = np.zeros((rows, n_in))
@@ -169,6 +172,7 @@ def _lora_cases(hidden, device):
         _lora_case(3, 6, 5, 4, 16, device, dropout=0.25, x_shape=(3,)),
         _lora_case(4, 4, 6, 2, 8, device, dtype=torch.float32, dropout=0.1, x_shape=(2, 3)),
         _lora_case(5, 3, 2, 5, 10, device, bias=False, dropout=0.5, x_shape=(4,)),
+        _lora_case(6, 4, 3, 0, 2, device),  # r = 0: ValueError
     ]
     salt = hidden_salt(hidden)
     if hidden:
@@ -179,6 +183,8 @@ def _lora_cases(hidden, device):
             _lora_case(salt + 102, 10, 3, 1, 0.5, device, dropout=0.3, x_shape=(7,)),
             _lora_case(salt + 103, 7, 9, 6, 32, device, x_shape=(1,)),
             _lora_case(salt + 104, 32, 32, 4, 8, device, dropout=0.5, dtype=torch.float32, x_shape=(4, 8)),
+            _lora_case(salt + 105, 5, 5, 0, 1, device, bias=False, dropout=0.1, dtype=torch.float32),
+            _lora_case(salt + 106, 3, 6, -2, 4, device),
         ]
     return cases
 
@@ -263,6 +269,12 @@ def _merge(layer, base, x):
     if report["linear"]:
         report["weight"] = _plain(merged.weight)
         report["bias"] = _plain(merged.bias)
+        # The merged layer is an ordinary new nn.Linear: its parameters train, and they are its own.
+        report["frozen"] = [name for name, p in merged.named_parameters() if not p.requires_grad]
+        theirs = {t.data_ptr() for t in (base.weight, base.bias, getattr(layer, "A", None),
+                                         getattr(layer, "B", None))
+                  if isinstance(t, torch.Tensor) and t.numel()}
+        report["shared"] = [name for name, p in merged.named_parameters() if p.numel() and p.data_ptr() in theirs]
     with torch.no_grad():
         report["y"] = _plain(layer(x))  # the layer itself must be unchanged
     return report
@@ -316,6 +328,8 @@ def _exercise_lora(cls, weight, bias, r, alpha, options, x, x_one, A, B, upstrea
 def _lora_reference(case):
     """float64 NumPy: base(x), the output with the case's A and B, its gradients, the merged weight."""
     d = case.data
+    if d["r"] < 1:
+        return {"raises": "ValueError"}
     W, x, A, B, U = d["W"], d["x"], d["A"], d["B"], d["upstream"]
     scale = d["alpha"] / d["r"]
     X, Uf = x.reshape(-1, W.shape[1]), U.reshape(-1, W.shape[0])
@@ -572,6 +586,15 @@ def _merge_problem(case, got, expected):
                 "copy the base's into it")
     if compare(report["y"], expected["y"], **tolerance):
         return "after merge() the LoRA layer's own output changed: merge() must leave the layer as it was"
+    if report.get("shared"):
+        which = " and ".join(report["shared"])
+        return (f"the merged layer's {which} shares its memory with the LoRA layer or its base: merge() returns a "
+                f"new nn.Linear holding copies, so that training or changing it leaves the LoRA layer as it was")
+    if report.get("frozen"):
+        which = " and ".join(report["frozen"])
+        return (f"the merged layer's {which} {'do' if len(report['frozen']) > 1 else 'does'} not train "
+                f"(requires_grad=False): merge() returns an ordinary new nn.Linear whose weight and bias train, "
+                f"as any new layer's do (a copy of the frozen base keeps requires_grad=False)")
     return None
 
 
@@ -602,9 +625,24 @@ LORA_RULES = (
 )
 
 
+def _rank_problem(case, got):
+    """r < 1: the constructor must raise ValueError."""
+    r = case.data["r"]
+    error = got["errors"].get(BUILD)
+    if error is None:
+        return (f"LoRALinear(base, r={r}, ...) built a layer; the rank must be at least 1: raise ValueError for "
+                f"r < 1 (a rank-{r} update is no update, and alpha / r divides by zero at r = 0)")
+    if error.split(":")[0] != "ValueError":
+        return (f"LoRALinear(base, r={r}, ...) raised {error}; raise ValueError yourself for r < 1, with a "
+                f"sentence that says the rank must be at least 1")
+    return None
+
+
 def _judge_lora(case, got, expected):
     if not isinstance(got, dict) or not isinstance(got.get("errors"), dict):
         return f"the check could not read what the class gave: {describe(got)}"
+    if case.data["r"] < 1:
+        return _rank_problem(case, got)
     for stages, rule in LORA_RULES:
         problem = next((p for p in (_raised(got, stage) for stage in stages) if p), None) or rule(case, got, expected)
         if problem:
@@ -634,9 +672,13 @@ check_lora_linear = Check(
         ("... and float32", lambda c: c.data["dtype"] == torch.float32),
         ("in_features != out_features", lambda c: c.data["W"].shape[0] != c.data["W"].shape[1]),
         ("r = 1", lambda c: c.data["r"] == 1),
+        ("r = 0 (or less): the constructor raises ValueError", lambda c: c.data["r"] < 1),
+        ("merge() returns a new nn.Linear whose weight and bias train (requires_grad=True), copies of their own",
+         lambda c: c.data["r"] >= 1),
         ("r larger than min(in, out)", lambda c: c.data["r"] > min(c.data["W"].shape)),
-        ("the scale is alpha / r, alpha != r", lambda c: c.data["alpha"] != c.data["r"]),
-        ("... alpha not a multiple of r (no integer division)", lambda c: c.data["alpha"] % c.data["r"] != 0),
+        ("the scale is alpha / r, alpha != r", lambda c: c.data["r"] >= 1 and c.data["alpha"] != c.data["r"]),
+        ("... alpha not a multiple of r (no integer division)",
+         lambda c: c.data["r"] >= 1 and c.data["alpha"] % c.data["r"] != 0),
         ("dropout not passed: 0.0", lambda c: "dropout" not in c.kwargs),
         ("dropout 0.0 passed", lambda c: c.kwargs.get("dropout") == 0.0),
         ("dropout > 0 on the low-rank path's input, in training mode only", lambda c: c.data["p"] > 0),

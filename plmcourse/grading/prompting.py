@@ -18,7 +18,9 @@ and V axes swapped; a (B, B, C) result is named as logits[:, mask_positions]'s m
 check_pet_soft_labels compares with plmcourse.ref.pet_soft_labels: P (1 and several), N (1 and
 several), C = 2 to 5, weights not passed, None passed, uneven and unnormalised ones (a zero weight
 among them), ones that sum to 1, P == C (where weights broadcast against the classes give numbers,
-not an error); the temperature not passed (2.0), 1, 2 passed, 0.5, 1.5 and 3, positional and keyword;
+not an error), weights as a list of ints (hidden: a tuple), a negative weight and weights summing to 0
+(ValueError, reported through a driver as plain data); the temperature not passed (2.0), 1, 2
+passed, 0.5, 1.5 and 3, positional and keyword;
 float32 and float64. Named: probabilities averaged instead of logits, the temperature ignored,
 multiplied, hard-coded or with another default, weights not normalised, ignored or on the wrong axis,
 a softmax over the wrong axis, log-probabilities or tempered logits returned.
@@ -342,6 +344,7 @@ check_verbalizer_log_probs = Check(
 # pet_soft_labels(pattern_log_probs, weights=None, temperature=2.0) -> (N, C), PyTorch
 
 DEFAULT_TEMPERATURE = 2.0
+EXPECT_ERROR = "expect_value_error"  # a driver's keyword, never passed on to the answer
 
 PET_SEAL = [
     (ref_prompting.pet_soft_labels, "plmcourse.ref.pet_soft_labels"),
@@ -350,14 +353,20 @@ PET_SEAL = [
 
 
 def _pet_case(seed, P, N, C, device, *, weights=None, pass_none=False, temperature=None, keyword=False,
-              dtype=torch.float64, scale=1.5):
+              dtype=torch.float64, scale=1.5, weights_as=torch.Tensor):
     """pattern_log_probs: P patterns' log-softmax of logits ~ N(0, scale^2) over C classes, (P, N, C).
     weights None: not passed (pass_none: passed as None); temperature None: not passed. Positional where
-    the signature allows it, unless keyword."""
+    the signature allows it, unless keyword. weights_as: torch.Tensor (of the scores' dtype), list or
+    tuple (the numbers as written). Weights with a negative entry, or summing to zero, must raise
+    ValueError."""
     rng = np.random.default_rng(seed)
     scores = log_softmax(rng.standard_normal((P, N, C)) * scale)
     scores_t = torch.tensor(scores, dtype=dtype, device=device)
-    weights_t = None if weights is None else torch.tensor(weights, dtype=dtype, device=device)
+    if weights is None or weights_as is torch.Tensor:
+        weights_t = None if weights is None else torch.tensor(weights, dtype=dtype, device=device)
+    else:
+        weights_t = weights_as(weights)
+    error = weights is not None and (min(weights) < 0 or sum(weights) == 0)
     args, kwargs = [scores_t], {}
     if keyword or (weights is None and not pass_none):
         if weights is not None or pass_none:
@@ -375,8 +384,9 @@ def _pet_case(seed, P, N, C, device, *, weights=None, pass_none=False, temperatu
     elif weights is None:
         label += ", weights not passed"
     else:
-        label += (f", weights={[float(w) for w in weights]} (sum {sum(weights):g}"
-                  + (", keyword)" if "weights" in kwargs else ")"))
+        shown = weights_t if weights_as is not torch.Tensor else [float(w) for w in weights]
+        label += (f", weights={shown!r}" + ("" if weights_as is torch.Tensor else f" (a {weights_as.__name__})")
+                  + f" (sum {sum(weights):g}" + (", keyword)" if "weights" in kwargs else ")"))
     label += (", temperature not passed (2.0)" if temperature is None else
               f", temperature={temperature:g}" + (" (keyword)" if "temperature" in kwargs else ""))
     w = None if weights is None else np.asarray(weights, dtype=np.float64)
@@ -388,7 +398,13 @@ def _pet_case(seed, P, N, C, device, *, weights=None, pass_none=False, temperatu
         tags |= {"uneven weights"} if np.ptp(w) > 0 else {"even weights"}
         tags |= {"weights sum to 1"} if abs(w.sum() - 1) < 1e-12 else {"unnormalised weights"}
         tags |= {"a zero weight"} if np.any(w == 0) else set()
-    data = {"scores": to_numpy(scores_t).astype(np.float64), "w": w, "T": float(T), "dtype": dtype}
+        tags |= {"a negative weight"} if np.any(w < 0) else set()
+        tags |= {"weights sum to 0"} if w.sum() == 0 else set()
+        tags |= {f"weights a {weights_as.__name__}"} if weights_as is not torch.Tensor else set()
+    if error:
+        label += " (a negative weight or a zero sum: ValueError)"
+        kwargs[EXPECT_ERROR] = True
+    data = {"scores": to_numpy(scores_t).astype(np.float64), "w": w, "T": float(T), "dtype": dtype, "error": error}
     return Case(label, tuple(args), kwargs, tags=frozenset(tags), data=data)
 
 
@@ -402,6 +418,9 @@ def _pet_cases(hidden, device):
         _pet_case(14, 1, 4, 3, device, temperature=2.0),                              # P = 1
         _pet_case(15, 5, 1, 2, device, weights=[2.0, 1.0, 0.0, 1.0, 4.0], temperature=1.5),  # N = 1, a zero weight
         _pet_case(16, 3, 7, 3, device, weights=[1.0, 1.0, 1.0], temperature=2.0, dtype=f32),
+        _pet_case(17, 4, 3, 2, device, weights=[3, 1, 0, 2], weights_as=list),       # a list of ints
+        _pet_case(18, 3, 4, 3, device, weights=[0.5, -0.2, 1.0], temperature=1.0),   # negative: ValueError
+        _pet_case(19, 2, 3, 2, device, weights=[0.0, 0.0], weights_as=list),         # sum 0: ValueError
     ]
     salt = hidden_salt(hidden)
     if hidden:
@@ -420,6 +439,11 @@ def _pet_cases(hidden, device):
             _pet_case(salt + 606, 6, int(r.integers(3, 12)), 3, device, weights=weights(6, total=1.0),
                       temperature=1.0),
             _pet_case(salt + 607, int(r.integers(2, 5)), 10, 5, device),
+            _pet_case(salt + 608, 3, int(r.integers(2, 8)), 3, device, weights=tuple(weights(3)), weights_as=tuple,
+                      dtype=f32),
+            _pet_case(salt + 609, 4, 5, 2, device, weights=[1.0, -1.0, 0.5, -0.5], keyword=True),  # sum 0, negative
+            _pet_case(salt + 610, 3, 2, 4, device, weights=[0.0, 0.0, 0.0], dtype=f32),           # a zero tensor
+            _pet_case(salt + 611, 2, 6, 3, device, weights=[2.0, -0.001], weights_as=list),
         ]
     return cases
 
@@ -495,7 +519,43 @@ def _pet_shape_problem(shape, d):
     return problem
 
 
+def _pet_driver(fn):
+    """In the kernel: a case that expects ValueError reports what the answer raised or returned, as
+    plain data; every other case calls the answer as it is (its exceptions are the check's to name)."""
+    def drive(*args, **kwargs):
+        if not kwargs.pop(EXPECT_ERROR, False):
+            return fn(*args, **kwargs)
+        try:
+            value = fn(*args, **kwargs)
+        except Exception as error:  # the answer's own exception: what the case is about
+            name = "ValueError" if isinstance(error, ValueError) else type(error).__name__
+            return {"raised": name, "message": " ".join(str(error).split())[:160]}
+        return {"returned": describe(value)}
+    return drive
+
+
+def _pet_signature_args(case):
+    return case.args, {name: value for name, value in case.kwargs.items() if name != EXPECT_ERROR}
+
+
+def _judge_pet_error(case, got):
+    w = case.data["w"]
+    why = "a negative weight" if np.any(w < 0) else "weights that sum to 0"
+    wanted = f"the weights {[float(x) for x in w]} hold {why}, so your function must raise ValueError"
+    if not isinstance(got, dict) or not ({"raised"} <= set(got) or {"returned"} <= set(got)):
+        return f"{wanted}; the check could not read what it did ({describe(got)})"
+    if "raised" in got:
+        if got["raised"] == "ValueError":
+            return None
+        text = str(got.get("message", ""))[:160]
+        return f"{wanted}, but it raised {str(got['raised'])[:80]}" + (f": {text}" if text else "")
+    return (f"{wanted}, but it returned {str(got['returned'])[:80]}: test the weights first (a weight below 0, "
+            f"or a sum of 0, raise ValueError)")
+
+
 def _judge_pet(case, got, expected):
+    if case.data["error"]:
+        return _judge_pet_error(case, got)
     problem, values = _tensor_problem(case, got, expected, "pattern_log_probs", _pet_shape_problem)
     if values is None:
         return problem
@@ -505,6 +565,9 @@ def _judge_pet(case, got, expected):
 def _explain_pet_error(error):
     return hint_for(error, [
         (("NoneType", ("None", "weight")), "weights may be None (the default): every pattern then weighs 1 / P"),
+        (("'list'", "'tuple'"),
+         "weights may be a list or a tuple of numbers: make a tensor of them first, torch.as_tensor(weights, "
+         "dtype=pattern_log_probs.dtype, device=pattern_log_probs.device)"),
         (("must match the size", "could not be broadcast"),
          "weights holds one number per pattern, (P,): shape it (P, 1, 1), weights[:, None, None], so that it "
          "weighs axis 0 of pattern_log_probs (or use torch.tensordot(weights, pattern_log_probs, dims=1))"),
@@ -520,15 +583,19 @@ check_pet_soft_labels = Check(
 
     pattern_log_probs (P, N, C): each pattern's class log-probabilities, used as logits. The result
     is softmax(weighted mean over the patterns / temperature) over the classes, the weights
-    normalised to sum to 1 (uniform when None), a tensor of pattern_log_probs' dtype. Compared with
-    plmcourse.ref.pet_soft_labels. Cases run on `device` (default: the CPU).""",
+    normalised to sum to 1 (uniform when None), a tensor of pattern_log_probs' dtype. weights may be a
+    tensor, a list or a tuple; a negative weight, or weights summing to 0, raise ValueError. Compared
+    with plmcourse.ref.pet_soft_labels. Cases run on `device` (default: the CPU).""",
     arg_names=("pattern_log_probs", "weights", "temperature"),
     cases=_pet_cases,
-    reference=lambda case: ref_prompting.pet_soft_labels(case.data["scores"], case.data["w"], case.data["T"]),
+    reference=lambda case: None if case.data["error"] else ref_prompting.pet_soft_labels(
+        case.data["scores"], case.data["w"], case.data["T"]),
     judge=_judge_pet,
     seal=PET_SEAL,
     explain_error=_explain_pet_error,
     device=True,
+    driver=_pet_driver,
+    signature_args=_pet_signature_args,
     clauses=(
         ("softmax(weighted mean of the log-probabilities / temperature) over the classes",
          lambda c: c.data["scores"].shape[0] > 1 and "uneven weights" in c.tags and c.data["T"] not in (1.0, 2.0)),
@@ -537,7 +604,10 @@ check_pet_soft_labels = Check(
         ("uneven weights", lambda c: "uneven weights" in c.tags),
         ("weights normalised to sum to 1 (they do not)", lambda c: "unnormalised weights" in c.tags),
         ("weights that already sum to 1", lambda c: "weights sum to 1" in c.tags),
-        ("a zero weight", lambda c: "a zero weight" in c.tags),
+        ("a zero weight", lambda c: "a zero weight" in c.tags and not c.data["error"]),
+        ("weights as a list of numbers", lambda c: "weights a list" in c.tags and not c.data["error"]),
+        ("a negative weight raises ValueError", lambda c: "a negative weight" in c.tags),
+        ("weights summing to 0 raise ValueError", lambda c: "weights sum to 0" in c.tags),
         ("P == C: weights on the wrong axis raise no error", lambda c: c.data["w"] is not None
          and c.data["scores"].shape[0] == c.data["scores"].shape[2] and "uneven weights" in c.tags),
         ("temperature not passed: 2.0", lambda c: "default temperature" in c.tags),

@@ -7,7 +7,8 @@
 
 check_mean_pool runs the student's PyTorch `mean_pool(hidden, mask) -> (B, d)` on seeded
 cases: float64 (values compared with plmcourse.ref.mean_pool) and float32 (the dtype must
-be kept), bool, integer and float masks, masks with gaps, a row with no real token (zeros,
+be kept), bool, integer and float masks, masks holding values other than 0 and 1 (2, 0.5,
+-1: any nonzero value is a real token, never a weight), masks with gaps, a row with no real token (zeros,
 not NaN, in the output and in the gradient), no padding at all, padded positions holding
 NaN, inf or 1e30 (which must not reach the result), B=1, T=1 and a large d. On every case,
 float32 ones included, the gradient of sum(output * upstream) for a fixed random upstream is
@@ -95,11 +96,13 @@ _NAMES = {torch.bool: "bool", torch.int64: "int64", torch.int32: "int32", torch.
 
 
 def _pool_case(seed, B, T, d, device, lengths=None, gaps=False, mask_dtype=torch.bool, dtype=torch.float64,
-               grad=True, padding=None):
+               grad=True, padding=None, values=None):
     """hidden ~ N(0, 1) (B, T, d); mask: True for t < lengths[b], or (gaps) about half True anywhere.
 
     padding: None, "nan" (padded positions hold NaN, inf and -inf) or "huge" (+-1e30 there).
     grad: hidden requires grad, and the gradient is checked.
+    values: the mask holds these nonzero numbers (drawn per position) at real tokens instead of 1:
+    any nonzero value marks a real token, and the values are not weights.
     """
     rng = np.random.default_rng(seed)
     hidden = rng.standard_normal((B, T, d))
@@ -115,22 +118,30 @@ def _pool_case(seed, B, T, d, device, lengths=None, gaps=False, mask_dtype=torch
         hidden = np.where(mask[..., None], hidden, rng.choice(np.array([1e30, -1e30]), size=hidden.shape))
     upstream = rng.standard_normal((B, d))
     hidden_t = torch.tensor(hidden, dtype=dtype, device=device, requires_grad=grad)
-    mask_t = torch.tensor(mask, device=device).to(mask_dtype)
+    shown = mask
+    if values is not None:
+        shown = np.where(mask, rng.choice(np.array(values, dtype=np.float64), size=mask.shape), 0.0)
+    mask_t = torch.tensor(shown, device=device).to(mask_dtype)
     empty = ~mask.any(axis=1)
     rows = "/".join("".join("1" if m else "0" for m in row) for row in mask)
+    if values is not None:
+        rows = "/".join(" ".join(f"{v:g}" for v in row) for row in shown)
     label = (f"seed {seed}: hidden of shape {(B, T, d)} {_NAMES[dtype]}, {_NAMES[mask_dtype]} mask "
              + (f"rows {rows}" if T <= 12 and B <= 6 else f"with {mask.sum(axis=1).tolist()} real tokens per row"))
     notes = {"a row with no real token": bool(empty.any()) and not empty.all(),
              "no row has a real token": bool(empty.all()),
              "no padding": bool(mask.all()),
              "the padding holds NaN and inf": padding == "nan",
-             "the padding holds values of 1e30": padding == "huge"}
+             "the padding holds values of 1e30": padding == "huge",
+             "mask values other than 0 and 1 (nonzero: a real token)": values is not None}
     label += "".join(f", {note}" for note, on in notes.items() if on)
     tags = {note for note, on in notes.items() if on}
     if dtype == torch.float32:
         tags.add("float32")
     data = {"hidden": to_numpy(hidden_t).astype(np.float64), "mask": mask, "upstream": upstream, "empty": empty,
             "nan_rows": (~mask & ~np.isfinite(hidden).all(axis=-1)).any(axis=1), "grad": grad}
+    if values is not None:
+        data["weights"] = to_numpy(mask_t).astype(np.float64)
     return Case(label, (hidden_t, mask_t), tags=frozenset(tags), data=data,
                 grad_leaves=(0,) if grad else (), upstream=upstream if grad else None)
 
@@ -148,6 +159,7 @@ def _mean_pool_cases(hidden, device):
         _pool_case(8, 2, 3, 4, device, lengths=[3, 3]),
         _pool_case(9, 1, 1, 3, device, lengths=[1]),
         _pool_case(10, 4, 7, 384, device, lengths=[7, 5, 2, 1]),
+        _pool_case(11, 3, 5, 4, device, lengths=[5, 3, 2], mask_dtype=torch.float64, values=(0.5, 2.0, -1.0)),
     ]
     salt = hidden_salt(hidden)
     if hidden:
@@ -162,6 +174,9 @@ def _mean_pool_cases(hidden, device):
             _pool_case(salt + 106, 2, 5, 3, device, gaps=True, mask_dtype=torch.float64, padding="nan"),
             _pool_case(salt + 107, 2, 3, 4, device, lengths=[0, 0]),
             _pool_case(salt + 108, 1, 4, 2, device, lengths=[0], mask_dtype=torch.int64, padding="nan"),
+            _pool_case(salt + 109, 3, 6, 5, device, gaps=True, mask_dtype=torch.int64, values=(1, 2, 3)),
+            _pool_case(salt + 110, 2, 5, 3, device, lengths=[4, 2], mask_dtype=torch.float32, dtype=torch.float32,
+                       values=(-1.0, 0.25, 4.0)),
         ]
     return cases
 
@@ -181,6 +196,10 @@ def _mean_pool_reference(case):
 # Known mistakes, in float64 NumPy on the case's values (padding included)
 
 
+WEIGHTS = ("the mask used as weights (multiplied in, or summed for the count): the mask only says which tokens "
+           "are real, any nonzero value counts as one real token (mask.bool(), or mask != 0)")
+
+
 def _mean_pool_mistakes(d):
     hidden, mask = d["hidden"], d["mask"]
     B, T, _ = hidden.shape
@@ -193,6 +212,16 @@ def _mean_pool_mistakes(d):
     yield ("the sum of the real tokens divided by T (the padded length) instead of by the number of real tokens",
            lambda: (clean.sum(axis=1) / T,))
     yield "the sum of the real tokens without dividing by their number", lambda: (clean.sum(axis=1),)
+    if "weights" in d:  # a mask holding 2, 0.5 or -1 where the tokens are real
+        w = d["weights"][..., None]  # (B, T, 1)
+        weighted = np.where(real, hidden * w, 0.0).sum(axis=1)
+        total = w.sum(axis=1)  # (B, 1), clamped or guarded against 0 in either way
+        for numerator, denominator in [(weighted, np.maximum(total, 1)), (weighted, np.where(total == 0, 1.0, total)),
+                                       (weighted, np.maximum(count, 1)), (clean.sum(axis=1), np.maximum(total, 1)),
+                                       (clean.sum(axis=1), np.where(total == 0, 1.0, total))]:
+            yield (WEIGHTS, lambda n=numerator, m=denominator: (n / m,))
+        yield ("only positive mask values counted as real (mask > 0): any nonzero value marks a real token",
+               lambda: (np.where(w > 0, hidden, 0.0).sum(axis=1) / np.maximum((w > 0).sum(axis=1), 1),))
     yield ("the mask inverted: the padding averaged instead of the real tokens (True or 1 marks a real token)",
            lambda: (np.where(real, 0.0, hidden).sum(axis=1) / np.maximum(T - count, 1),))
     yield ("the first token's vector ([CLS] pooling) instead of the mean of the real tokens",
@@ -325,7 +354,8 @@ check_mean_pool = Check(
     name="check_mean_pool",
     doc="""Check a PyTorch `mean_pool(hidden, mask) -> (B, d)`: the mean of the real tokens' vectors.
     
-    hidden (B, T, d); mask (B, T), bool or 0/1 integers or float, True/1 for real tokens.
+    hidden (B, T, d); mask (B, T), bool, integer or float: any nonzero value marks a real
+    token, 0 padding (the values are not weights).
     The result keeps hidden's dtype and device; a row with no real token gives zeros,
     in the gradient too; values at padded positions (NaN included) never reach the result.
     Cases run on `device` (default: the CPU).""",
@@ -342,6 +372,8 @@ check_mean_pool = Check(
         ("mask (B, T), True/1 for a real token: as bool", lambda c: c.args[1].dtype == torch.bool),
         ("... as integer", lambda c: not c.args[1].dtype.is_floating_point and c.args[1].dtype != torch.bool),
         ("... or as float", lambda c: c.args[1].dtype.is_floating_point),
+        ("any nonzero value marks a real token; the values are not weights (2, 0.5, -1 count as 1)",
+         lambda c: "weights" in c.data),
         ("per row, the sum of the real tokens' vectors divided by their number", lambda c: not c.data["mask"].all()),
         ("a row with no real token gives zeros, not NaN (in the gradient too)",
          lambda c: bool(c.data["empty"].any()) and c.data["grad"]),

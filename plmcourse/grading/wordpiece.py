@@ -147,6 +147,7 @@ def _wordpiece_cases(hidden):
         _wp_case("unxable", AFFABLE),                             # ... in the middle
         _wp_case("unaffablex", AFFABLE),                          # ... at the end
         _wp_case("unaffablex", AFFABLE, unk="<unk>"),             # a custom unk
+        _wp_case("UnQ", AFFABLE, list, unk="<UNK>"),              # an upper-case unk is returned as passed
         _wp_case("UnAffable", AFFABLE),                           # lowercase=True (the default) folds
         _wp_case("Paris", CASED, list, lowercase=True),           # folded: par ##is
         _wp_case("Paris", CASED, list, lowercase=False),          # not folded: Paris
@@ -168,6 +169,8 @@ def _wordpiece_cases(hidden):
             _wp_case("tokenization", TOKEN, list, max_chars=12),
             _wp_case("tokenizations", TOKEN, max_chars=12),
             _wp_case("tokenqs", TOKEN, unk="[unk]"),
+            _wp_case("QTOKEN", TOKEN, dict, unk="[OOV]"),
+            _wp_case("x" * 13, TOKEN, list, max_chars=12, unk="[LONG]"),
             _wp_case("qtoken", TOKEN, dict, unk="<?>"),
             _wp_case("tokenq", TOKEN, list),
             _wp_case("tokenizations", TOKEN, dict, unk="<long>", max_chars=10),
@@ -194,7 +197,7 @@ def _wordpiece_cases(hidden):
 
 
 def _variant(d, *, longest=True, continuation="##", shown="##", first="", gap="whole", fold="flag",
-             limit="chars", unk=None, empty=None, limit_first=False):
+             limit="chars", unk=None, empty=None, limit_first=False, fold_unk=False):
     """WordPiece with switches; the defaults give the right answer.
 
     continuation / shown: the prefix a continuation piece is looked up with / returned with;
@@ -202,10 +205,13 @@ def _variant(d, *, longest=True, continuation="##", shown="##", first="", gap="w
     word is [unk]; "unk-rest": pieces so far + [unk]; "stop": pieces so far; "skip": drop
     that character; "unk-char": [unk] for that character); fold: "flag", "never", "always";
     limit: "chars" (len > max_chars), "ge" (len >= max_chars), "bytes", "none";
-    limit_first: the length compared with max_chars before lower-casing.
+    limit_first: the length compared with max_chars before lower-casing; fold_unk: unk lower-cased
+    along with the word.
     """
     word, vocab, max_chars = d["word"], d["vocab"], d["max_chars"]
     unk = d["unk"] if unk is None else unk
+    if fold_unk and d["lowercase"]:
+        unk = unk.lower()
     if limit_first:
         if len(word) > max_chars:
             return [unk]
@@ -244,6 +250,8 @@ PARTIAL = ("a partial split of a word that cannot be covered: when some position
 NO_HASHES = ("continuation pieces without the '##' prefix: a piece that does not start the word is looked up, "
              "and returned, as '##' + piece")
 EMPTY = "an empty word giving {}: an empty word has no pieces, []"
+UNK_SPELLING = ("[unk] spelled in lower case: [unk] stands for a list holding the unk argument exactly as passed "
+                "(['[UNK]'] by default), not the text '[unk]', and it is not lower-cased with the word")
 
 # (description, switches of _variant); a description may come with several variants.
 WORDPIECE_MISTAKES = [
@@ -258,6 +266,8 @@ WORDPIECE_MISTAKES = [
     (PARTIAL, {"gap": "unk-char"}),
     ("the unk argument ignored: a word that cannot be covered gives [unk], the token passed as unk, not "
      "always '[UNK]'", {"unk": "[UNK]"}),
+    (UNK_SPELLING, {"unk": "[unk]"}),
+    (UNK_SPELLING, {"fold_unk": True}),
     ("the word not lower-cased although lowercase=True: fold it first (word.lower())", {"fold": "never"}),
     ("the word lower-cased although lowercase=False: fold case only when lowercase is True", {"fold": "always"}),
     ("a word of exactly max_chars characters treated as too long: only a word LONGER than max_chars "
@@ -382,6 +392,10 @@ check_wordpiece = Check(
         ("if at some position no piece fits, [unk] alone",
          lambda c: len(_folded(c)) <= c.data["max_chars"] and _reference(c) == [c.data["unk"]]),
         ("unk passed", lambda c: "unk" in c.kwargs),
+        ("[unk] is the unk argument as passed: '[UNK]' when not passed, never lower-cased with the word",
+         lambda c: "unk" not in c.kwargs and c.data["lowercase"] and _reference(c) == ["[UNK]"]),
+        ("... a custom unk in upper case, with lowercase=True",
+         lambda c: c.data["unk"] != c.data["unk"].lower() and c.data["lowercase"] and _reference(c) == [c.data["unk"]]),
         ("an empty word gives []", lambda c: c.data["word"] == ""),
     ),
 )

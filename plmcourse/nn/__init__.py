@@ -118,3 +118,13 @@ __all__ += ["prunable_weights", "magnitude_masks", "apply_masks"]
 from plmcourse.nn.prompting import pet_soft_labels, select_pseudo_labels, verbalizer_log_probs  # noqa: E402
 
 __all__ += ["verbalizer_log_probs", "pet_soft_labels", "select_pseudo_labels"]
+
+# Text and images (notebook 14): the models and objectives live in plmcourse.nn.multimodal.
+from plmcourse.nn import multimodal  # noqa: E402
+
+__all__ += ["multimodal"]
+
+# Beyond one language (notebook 13): pre-training and fine-tuning helpers live in plmcourse.nn.transfer.
+from plmcourse.nn import transfer  # noqa: E402
+
+__all__ += ["transfer"]

@@ -114,3 +114,18 @@ __all__ += ["distillation_loss", "quantize_int8", "dequantize"]
 from plmcourse.ref.prompting import pet_soft_labels, select_pseudo_labels, verbalizer_log_probs  # noqa: E402
 
 __all__ += ["verbalizer_log_probs", "pet_soft_labels", "select_pseudo_labels"]
+
+# Text and images (notebook 14): patch tokens, the single-stream mask, CLIP's loss, recall@k.
+from plmcourse.ref.multimodal import clip_loss, joint_attention_mask, patchify, recall_at_k, unpatchify  # noqa: E402
+
+__all__ += ["patchify", "unpatchify", "joint_attention_mask", "clip_loss", "recall_at_k"]
+
+# Beyond one language (notebook 13): cross-lingual alignment, whole-entity masking, gradual unfreezing.
+from plmcourse.ref.transfer import alignment_precision_at_1, unfreezing_groups, whole_entity_mask  # noqa: E402
+
+__all__ += ["alignment_precision_at_1", "whole_entity_mask", "unfreezing_groups"]
+
+# From GPT-3 to ChatGPT (notebook 15): the SFT, Bradley-Terry and DPO losses.
+from plmcourse.ref.instruct import bradley_terry_loss, dpo_loss, sft_loss  # noqa: E402
+
+__all__ += ["sft_loss", "bradley_terry_loss", "dpo_loss"]

@@ -361,7 +361,7 @@ def quant_notebook(w, dim=None):
         absmax = w.abs().amax()
     else:
         others = [a for a in range(w.dim()) if a != dim % w.dim()]
-        absmax = w.abs().amax(dim=others, keepdim=True)
+        absmax = w.abs().amax(dim=others, keepdim=True) if others else w.abs()  # 1-D: a scale per entry
     scale = absmax / 127
     safe = torch.where(scale == 0, torch.ones_like(scale), scale)
     return torch.clamp(torch.round(w / safe), -127, 127).to(torch.int8), scale
@@ -401,7 +401,7 @@ def quant_nan_to_num(w, dim=None):
         absmax = w.abs().max()
     else:
         others = tuple(a for a in range(w.dim()) if a != dim % w.dim())
-        absmax = torch.amax(w.abs(), dim=others, keepdim=True)
+        absmax = torch.amax(w.abs(), dim=others, keepdim=True) if len(others) else w.abs()
     scale = absmax / 127
     q = torch.nan_to_num(w / scale, nan=0.0).round().clamp(-127, 127)
     return q.to(torch.int8), scale
@@ -569,6 +569,17 @@ def quant_if_dim(w, dim=None):
     return _levels(w, scale).to(torch.int8), scale
 
 
+def quant_amax_no_dims(w, dim=None):
+    """amax over the other axes even when there is none: on a 1-D w, amax(dim=[]) reduces every axis."""
+    if dim is None:
+        absmax = w.abs().amax()
+    else:
+        others = [a for a in range(w.dim()) if a != dim % w.dim()]
+        absmax = w.abs().amax(dim=others, keepdim=True)
+    scale = absmax / 127
+    return _levels(w, scale).to(torch.int8), scale
+
+
 def quant_negative_dim(w, dim=None):
     """The axes compared with dim as given: a negative dim equals none of them."""
     if dim is None:
@@ -695,6 +706,7 @@ QUANTIZE_MISTAKES = [
     ("eps added to the scale", quant_eps, "an eps added to the scale before dividing"),
     ("`if dim:`", quant_if_dim, "dim=0 is False as well as None"),
     ("negative dim not normalised", quant_negative_dim, "a negative dim counts from the end"),
+    ("amax(dim=[]) on a 1-D w", quant_amax_no_dims, "a 1-D w has no axis other than dim"),
     ("per-tensor scale with every axis kept", quant_keepdim_per_tensor,
      "one scale for the whole tensor is a 0-d tensor"),
     ("dim ignored", quant_dim_ignored, "but dim=0 asks for one per index along that axis"),

@@ -518,6 +518,8 @@ class _LoRABase(torch.nn.Module):
 
     def __init__(self, base, r, alpha, dropout=0.0):
         super().__init__()
+        if r < 1:  # added with issue 34's exact spec (r < 1 raises ValueError)
+            raise ValueError("r must be at least 1")
         self.base, self.r, self.alpha = base, r, alpha
         base.weight.requires_grad_(False)
         if base.bias is not None and self.freeze_bias:
@@ -785,6 +787,9 @@ def k_shot_partition(demonstrations, query, k, template="{x} -> {y}", separator=
     n = len(demonstrations)
     if k < 0 or k > n - 1:
         raise ValueError(f"k must be between 0 and {n - 1}")
+    before, found, _ = template.partition("{y}")
+    if not found or "{x}" not in before:  # added with issue 34's exact spec: {x}, then {y}
+        raise ValueError("the template needs {x} before {y}")
     rng = np.random.default_rng() if rng is None else rng
     picked = rng.choice(np.delete(np.arange(n), query), size=k, replace=False)
     head = template.partition("{y}")[0]

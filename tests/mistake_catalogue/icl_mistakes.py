@@ -8,6 +8,8 @@ Adding a mistake is one entry.
 
 import plmcourse  # noqa: F401  (first: sets OMP_WAIT_POLICY before numpy/torch load)
 
+import copy
+
 import numpy as np
 import torch
 
@@ -24,6 +26,8 @@ def prompt_notebook(demonstrations, query, k, template="{x} -> {y}", separator="
     n = len(demonstrations)
     if not 0 <= k <= n - 1:
         raise ValueError(f"k={k}: there are {n - 1} demonstrations besides the query.")
+    if "{x}" not in template or template.find("{y}") < template.find("{x}"):
+        raise ValueError(f"the template {template!r} needs {{x}}, then {{y}}.")
     rng = np.random.default_rng() if rng is None else rng
     others = np.delete(np.arange(n), query)
     chosen = rng.choice(others, size=k, replace=False)
@@ -36,6 +40,9 @@ def prompt_loop(demonstrations, query, k, template="{x} -> {y}", separator="\n",
     """Positions among the others drawn, mapped back past the query; a string built with +=."""
     if k < 0 or k >= len(demonstrations):
         raise ValueError("k out of range")
+    x_at, y_at = template.find("{x}"), template.find("{y}")
+    if x_at < 0 or y_at < x_at:
+        raise ValueError("the template must hold {x} and then {y}")
     if rng is None:
         rng = np.random.default_rng()
     picks = rng.choice(len(demonstrations) - 1, size=k, replace=False)
@@ -53,6 +60,8 @@ def prompt_lists(demonstrations, query, k, template="{x} -> {y}", separator="\n"
     others = [i for i in range(len(demonstrations)) if i != query]
     if k not in range(len(others) + 1):
         raise ValueError(f"k must be in 0..{len(others)}")
+    if "{y}" not in template.partition("{x}")[2]:
+        raise ValueError("{y} must come after {x} in the template")
     shown = [template.format(x=demonstrations[int(i)][0], y=demonstrations[int(i)][1])
              for i in rng.choice(others, k, replace=False)]
     head, _, _ = template.partition("{y}")
@@ -63,6 +72,8 @@ def prompt_remove(demonstrations, query, k, template="{x} -> {y}", separator="\n
     """others by list.remove; relies on rng.choice's own ValueError for k = n (and a check for k < 0)."""
     if k < 0:
         raise ValueError("k must not be negative")
+    if not 0 <= template.index("{x}") < template.index("{y}"):  # str.index raises ValueError when one is missing
+        raise ValueError("{x} must come before {y}")
     rng = np.random.default_rng() if rng is None else rng
     others = list(range(len(demonstrations)))
     others.remove(query)
@@ -81,7 +92,8 @@ PROMPT_CORRECT = [
 ]
 
 
-def _prompt_with(*, pool=None, draw=None, count=None, query_part=None, join=None, check_k=True, generator=None):
+def _prompt_with(*, pool=None, draw=None, count=None, query_part=None, join=None, check_k=True, generator=None,
+                 check_template=True):
     """A variant of the notebook's answer; each switch replaces one step:
     pool(n, query) -> the indices drawn from; draw(rng, pool, k) -> the chosen indices;
     count(k, n) -> how many to draw; query_part(template, x, y) -> the query's text;
@@ -90,6 +102,8 @@ def _prompt_with(*, pool=None, draw=None, count=None, query_part=None, join=None
         n = len(demonstrations)
         if check_k and not 0 <= k <= n - 1:
             raise ValueError(f"k={k} out of range")
+        if check_template and not 0 <= template.find("{x}") < template.find("{y}"):
+            raise ValueError("{x} then {y}")
         rng = np.random.default_rng() if rng is None else rng
         if generator is not None:
             rng = generator(rng)
@@ -171,9 +185,9 @@ PROMPT_MISTAKES = [
     ("sorted indices", _prompt_with(draw=lambda rng, others, k: np.sort(rng.choice(others, size=k, replace=False))),
      "sorted by index"),
     ("others after the query first", _prompt_with(pool=lambda n, q, d: [*range(q + 1, n), *range(q)]),
-     "`others` in another order"),
+     "the indices drawn from in another order"),
     ("others in decreasing order", _prompt_with(pool=lambda n, q, d: [i for i in range(n - 1, -1, -1) if i != q]),
-     "`others` in decreasing order"),
+     "the indices drawn from in decreasing order"),
     ("examples equal to the query's pair left out",
      _prompt_with(pool=lambda n, q, d: [i for i in range(n) if tuple(d[i]) != tuple(d[q])]),
      "only the query's INDEX is excluded"),
@@ -217,6 +231,11 @@ PROMPT_MISTAKES = [
     ("the parts not joined", prompt_parts, "expected one str: join the parts"),
     ("bytes", lambda *args, **kwargs: prompt_notebook(*args, **kwargs).encode(), "the result is a bytes"),
     ("calls the course's version", prompt_course, "calls plmcourse.data.k_shot_prompt"),
+    ("a template with {y} first accepted", _prompt_with(check_template=False),
+     "does not have {x} before {y} (the query's part, cut just before {y}, would not show its x), so your function "
+     "must raise ValueError, but it returned"),
+    ("a copy of rng drawn from", _prompt_with(generator=copy.deepcopy),
+     "the rng passed in is not where one call of rng.choice(others, size=k, replace=False) leaves it"),
 ]
 
 

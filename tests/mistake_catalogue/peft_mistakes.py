@@ -154,6 +154,8 @@ class LoraNotebook(torch.nn.Module):
 
     def __init__(self, base, r, alpha, dropout=0.0):
         super().__init__()
+        if r < 1:
+            raise ValueError(f"the rank r must be at least 1, got {r}")
         self.base = base
         for p in base.parameters():
             p.requires_grad_(False)
@@ -182,6 +184,7 @@ class LoraHooks(torch.nn.Module):
 
     def __init__(self, base, r, alpha, dropout=0.0):
         super().__init__()
+        self.check_rank(r)
         self.base = base
         self.freeze()
         self.scale = self.scaling(r, alpha)
@@ -190,6 +193,10 @@ class LoraHooks(torch.nn.Module):
         self.B = torch.nn.Parameter(self.init_b(base.out_features, r, like))
         self.p = dropout
         self.dropout = torch.nn.Dropout(dropout)
+
+    def check_rank(self, r):
+        if not r >= 1:
+            raise ValueError("LoRA's rank r must be a positive integer")
 
     def freeze(self):
         self.base.requires_grad_(False)
@@ -216,7 +223,7 @@ class LoraHooks(torch.nn.Module):
         merged = copy.deepcopy(self.base)  # a new layer of the same dtype, device and bias
         with torch.no_grad():
             merged.weight.copy_(self.merged_weight())
-        return merged
+        return merged.requires_grad_(True)  # the copy of the frozen base would not train
 
 
 class LoraEinsum(torch.nn.Module):
@@ -224,6 +231,8 @@ class LoraEinsum(torch.nn.Module):
 
     def __init__(self, base, r, alpha, dropout=0.0):
         super().__init__()
+        if r <= 0:
+            raise ValueError("r must be positive")
         base.weight.requires_grad = False
         if base.bias is not None:
             base.bias.requires_grad = False
@@ -499,6 +508,45 @@ class LoraWithoutMerge(torch.nn.Module):
         return self.inner(x)
 
 
+class LoraNoRankCheck(LoraHooks):
+    """alpha / 0 raises ZeroDivisionError at r = 0, not the ValueError the spec asks for."""
+
+    def check_rank(self, r):
+        pass
+
+
+class LoraRankZeroBuilds(LoraHooks):
+    """Guards the division and builds a layer with r = 0."""
+
+    def check_rank(self, r):
+        pass
+
+    def scaling(self, r, alpha):
+        return alpha / r if r else 0.0
+
+
+class LoraMergeFrozenCopy(LoraHooks):
+    """merge() deep-copies the frozen base: the merged layer does not train."""
+
+    def merge(self):
+        merged = copy.deepcopy(self.base)
+        with torch.no_grad():
+            merged.weight.copy_(self.merged_weight())
+        return merged
+
+
+class LoraMergeSharedBias(LoraHooks):
+    """merge() puts the base's own bias Parameter into the new layer."""
+
+    def merge(self):
+        merged = torch.nn.Linear(self.base.in_features, self.base.out_features, bias=False,
+                                 dtype=self.base.weight.dtype, device=self.base.weight.device)
+        with torch.no_grad():
+            merged.weight.copy_(self.merged_weight())
+        merged.bias = self.base.bias
+        return merged
+
+
 class LoraCourse(pnn.LoRALinear):
     pass
 
@@ -551,6 +599,10 @@ LORA_MISTAKES = [
     ("merge returns self", LoraMergeSelf, "merge() returned a LoraMergeSelf, expected a new torch.nn.Linear"),
     ("merge in float32", LoraMergeFloat32, "the merged layer's weight is torch.float32"),
     ("no merge", LoraWithoutMerge, "merge() raised AttributeError"),
+    ("r = 0 divides by zero", LoraNoRankCheck, "raised ZeroDivisionError: division by zero; raise ValueError"),
+    ("r = 0 builds a layer", LoraRankZeroBuilds, "built a layer; the rank must be at least 1"),
+    ("merge() returns a frozen copy", LoraMergeFrozenCopy, "not train (requires_grad=False)"),
+    ("merge() shares the base's bias", LoraMergeSharedBias, "bias shares its memory with the LoRA layer"),
     ("the course's class", LoraCourse, "calls plmcourse.nn.LoRALinear"),
 ]
 

@@ -246,17 +246,33 @@ VERBALIZER_MISTAKES = [
 # pet_soft_labels(pattern_log_probs, weights=None, temperature=2.0) -> (N, C)
 
 
+def _checked(pattern_log_probs, weights):
+    """The weights as a tensor like the scores (a list or a tuple allowed); ValueError for a negative one
+    or a zero sum. None stays None."""
+    if weights is None:
+        return None
+    w = torch.as_tensor(weights, dtype=pattern_log_probs.dtype, device=pattern_log_probs.device)
+    if bool((w < 0).any()) or float(w.sum()) == 0:
+        raise ValueError("weights must be non-negative with a positive sum")
+    return w
+
+
 def pet_notebook(pattern_log_probs, weights=None, temperature=2.0):
     """Weights normalised (uniform for None), tensordot over the patterns, softmax."""
     P = pattern_log_probs.shape[0]
     if weights is None:
         weights = torch.ones(P, dtype=pattern_log_probs.dtype, device=pattern_log_probs.device)
+    else:
+        weights = torch.as_tensor(weights, dtype=pattern_log_probs.dtype, device=pattern_log_probs.device)
+        if (weights < 0).any() or weights.sum() == 0:
+            raise ValueError("weights must be non-negative and not all zero")
     weights = weights / weights.sum()
     mean = torch.tensordot(weights, pattern_log_probs, dims=1)  # (N, C)
     return torch.softmax(mean / temperature, dim=-1)
 
 
 def pet_einsum(pattern_log_probs, weights=None, temperature=2.0):
+    weights = _checked(pattern_log_probs, weights)
     P = pattern_log_probs.shape[0]
     w = torch.full((P,), 1.0 / P, dtype=pattern_log_probs.dtype) if weights is None else weights / weights.sum()
     return F.softmax(torch.einsum("p,pnc->nc", w.to(pattern_log_probs.device), pattern_log_probs) / temperature,
@@ -267,6 +283,8 @@ def pet_loop(pattern_log_probs, weights=None, temperature=2.0):
     """A weighted sum pattern by pattern, divided by the weights' total."""
     P = len(pattern_log_probs)
     w = [1.0] * P if weights is None else [float(x) for x in weights]
+    if min(w) < 0 or sum(w) == 0:
+        raise ValueError(f"weights {w}: none may be negative, and they may not all be 0")
     total = sum(w[p] * pattern_log_probs[p] for p in range(P)) / sum(w)
     return torch.exp(torch.log_softmax(total / temperature, dim=-1))
 
@@ -274,7 +292,7 @@ def pet_loop(pattern_log_probs, weights=None, temperature=2.0):
 def pet_numpy(pattern_log_probs, weights=None, temperature=2.0):
     """In NumPy, converted back."""
     s = pattern_log_probs.cpu().numpy()
-    w = np.ones(len(s)) if weights is None else weights.cpu().numpy()
+    w = np.ones(len(s)) if weights is None else np.asarray(_checked(pattern_log_probs, weights).cpu())
     mean = np.tensordot(w / w.sum(), s, axes=1) / temperature
     e = np.exp(mean - mean.max(axis=-1, keepdims=True))
     return torch.as_tensor(e / e.sum(axis=-1, keepdims=True), dtype=pattern_log_probs.dtype,
@@ -283,6 +301,7 @@ def pet_numpy(pattern_log_probs, weights=None, temperature=2.0):
 
 def pet_broadcast(pattern_log_probs, weights=None, temperature=2.0):
     """The weights shaped (P, 1, 1) and broadcast; the softmax by hand."""
+    weights = _checked(pattern_log_probs, weights)
     if weights is None:
         mean = pattern_log_probs.mean(dim=0)
     else:
@@ -297,6 +316,8 @@ def pet_as_tensor(pattern_log_probs, weights=None, temperature=2.0):
     """torch.as_tensor for the weights, normalised with torch.nn.functional.normalize(p=1)."""
     P = pattern_log_probs.shape[0]
     w = torch.ones(P) if weights is None else torch.as_tensor(weights)
+    if not (w >= 0).all() or not w.sum() > 0:
+        raise ValueError("negative weights, or all zero")
     w = F.normalize(w.to(pattern_log_probs), p=1, dim=0)
     return (w.view(-1, 1, 1) * pattern_log_probs).sum(0).div(temperature).softmax(-1)
 
@@ -403,12 +424,45 @@ def pet_mean_over_examples(pattern_log_probs, weights=None, temperature=2.0):
     return torch.softmax(pattern_log_probs.mean(dim=1) / temperature, dim=-1)
 
 
+def pet_no_weight_check(pattern_log_probs, weights=None, temperature=2.0):
+    """Accepts a list, but a negative weight or a zero sum goes through (a zero sum gives NaN)."""
+    P = pattern_log_probs.shape[0]
+    w = torch.ones(P) if weights is None else torch.as_tensor(weights)
+    w = (w / w.sum()).to(pattern_log_probs)
+    return torch.softmax(torch.tensordot(w, pattern_log_probs, dims=1) / temperature, dim=-1)
+
+
+def pet_tensor_weights_only(pattern_log_probs, weights=None, temperature=2.0):
+    """weights.sum() on a list fails."""
+    if weights is not None and not isinstance(weights, torch.Tensor) and len(weights) and sum(weights) > 0 \
+            and min(weights) >= 0:
+        weights.sum()  # AttributeError: 'list' object has no attribute 'sum'
+    return pet_notebook(pattern_log_probs, weights, temperature)
+
+
+def pet_zero_sum_only(pattern_log_probs, weights=None, temperature=2.0):
+    """Refuses a zero sum but lets a negative weight through."""
+    if weights is not None and float(sum(float(x) for x in weights)) == 0:
+        raise ValueError("the weights sum to zero")
+    if weights is not None:
+        weights = torch.as_tensor(weights, dtype=pattern_log_probs.dtype).abs()  # passes the notebook's test
+    return pet_notebook(pattern_log_probs, weights, temperature)
+
+
+def pet_assert_instead(pattern_log_probs, weights=None, temperature=2.0):
+    """An assert where the spec asks for ValueError."""
+    if weights is not None:
+        w = torch.as_tensor(weights, dtype=pattern_log_probs.dtype)
+        assert (w >= 0).all() and w.sum() > 0, "bad weights"
+    return pet_notebook(pattern_log_probs, weights, temperature)
+
+
 def pet_course_nn(pattern_log_probs, weights=None, temperature=2.0):
     return pnn.pet_soft_labels(pattern_log_probs, weights, temperature)
 
 
 def pet_course_ref(pattern_log_probs, weights=None, temperature=2.0):
-    w = None if weights is None else weights.numpy()
+    w = None if weights is None else np.asarray(weights)
     return torch.from_numpy(ref.pet_soft_labels(pattern_log_probs.numpy(), w, temperature)).to(pattern_log_probs)
 
 
@@ -434,6 +488,12 @@ PET_MISTAKES = [
      "dtype torch.float64, expected torch.float32 like pattern_log_probs"),
     ("one distribution per pattern", pet_one_per_pattern, "one per pattern; combine the patterns"),
     ("mean over the examples", pet_mean_over_examples, "averaged over the examples (axis 1) instead of the patterns"),
+    ("negative weights and a zero sum let through", pet_no_weight_check,
+     "hold a negative weight, so your function must raise ValueError, but it returned"),
+    ("weights.sum() on a list", pet_tensor_weights_only, "weights may be a list or a tuple of numbers"),
+    ("a negative weight let through", pet_zero_sum_only,
+     "hold a negative weight, so your function must raise ValueError, but it returned"),
+    ("AssertionError instead of ValueError", pet_assert_instead, "must raise ValueError, but it raised AssertionError"),
     ("calls the course's torch version", pet_course_nn, "calls plmcourse.nn.pet_soft_labels; write it yourself"),
     ("calls the course's NumPy version", pet_course_ref, "calls plmcourse.ref.pet_soft_labels; write it yourself"),
 ]

@@ -60,7 +60,7 @@ def pool_bmm(hidden, mask):
 
 
 def pool_nan_to_num(hidden, mask):
-    weights = mask.to(hidden.dtype).unsqueeze(-1)
+    weights = (mask != 0).to(hidden.dtype).unsqueeze(-1)      # nonzero: a real token, whatever its value
     total = (torch.nan_to_num(hidden) * weights).sum(1)          # finite * 0 = 0
     return total / weights.sum(1).clamp(min=1)
 
@@ -172,6 +172,17 @@ def pool_multiplies_nan_by_zero(hidden, mask):
     return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1)
 
 
+def pool_mask_as_weights(hidden, mask):
+    """Multiplies by the mask and divides by its sum: right for a 0/1 mask only."""
+    weights = mask.to(hidden.dtype).unsqueeze(-1)
+    return (_clean(hidden, mask) * weights).sum(1) / weights.sum(1).clamp(min=1)
+
+
+def pool_mask_positive_only(hidden, mask):
+    """Real tokens taken as mask > 0: a -1 in the mask is read as padding."""
+    return pool_masked_fill(hidden, mask > 0)
+
+
 def pool_inverted(hidden, mask):
     return pool_masked_fill(hidden, ~mask.bool())
 
@@ -245,6 +256,8 @@ MEAN_POOL_MISTAKES = [
     ("in-place modification of the input under no_grad", pool_in_place_no_grad, "changed its input hidden in place"),
     ("mask unsqueezed in place", pool_mask_unsqueezed_in_place, "changed its input mask in place"),
     ("NaN leaking from padded positions (NaN * 0)", pool_multiplies_nan_by_zero, "NaN * 0 is NaN"),
+    ("mask values used as weights", pool_mask_as_weights, "the mask used as weights"),
+    ("only positive mask values real", pool_mask_positive_only, "only positive mask values counted as real"),
     ("mask inverted", pool_inverted, "the mask inverted"),
     ("[CLS] vector", pool_cls, "the first token's vector ([CLS] pooling)"),
     ("max pooling", pool_max, "the max over the real tokens instead of their mean"),

@@ -220,6 +220,17 @@ def wp_unk_ignored(word, vocab, unk="[UNK]", max_chars=100, lowercase=True):
     return wp_while(word, vocab, "[UNK]", max_chars, lowercase)
 
 
+def wp_literal_unk(word, vocab, unk="[UNK]", max_chars=100, lowercase=True):
+    """Reads the spec's [unk] as the text '[unk]'."""
+    pieces = wp_while(word, vocab, unk, max_chars, lowercase)
+    return ["[unk]"] if pieces == [unk] else pieces
+
+
+def wp_unk_folded(word, vocab, unk="[UNK]", max_chars=100, lowercase=True):
+    """Lower-cases the unk token along with the word."""
+    return wp_while(word, vocab, unk.lower() if lowercase else unk, max_chars, lowercase)
+
+
 def wp_returns_string(word, vocab, unk="[UNK]", max_chars=100, lowercase=True):
     return " ".join(wp_while(word, vocab, unk, max_chars, lowercase))
 
@@ -288,6 +299,8 @@ WORDPIECE_MISTAKES = [
     ("max_chars counted in bytes", wp_max_chars_in_bytes, "max_chars counted in UTF-8 bytes"),
     ("length compared before lower-casing", wp_length_before_lower, "compared with max_chars before lower-casing"),
     ("unk argument ignored", wp_unk_ignored, "the unk argument ignored"),
+    ("[unk] returned as the text '[unk]'", wp_literal_unk, "[unk] spelled in lower case"),
+    ("unk lower-cased with the word", wp_unk_folded, "[unk] spelled in lower case"),
     ("returns a string", wp_returns_string, "expected a list of str, one item per piece"),
     ("returns a tuple", wp_returns_tuple, "a tuple of 3 items, expected a list of str"),
     ("empty word gives [UNK]", wp_empty_is_unk, "an empty word giving [unk]"),

@@ -1,0 +1,107 @@
+"""plmcourse.nn.instruct (notebook 15) against plmcourse.ref.instruct and PyTorch's own functions."""
+
+import plmcourse  # noqa: F401  (first: sets OMP_WAIT_POLICY before numpy/torch load)
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from plmcourse.data import instruct as data
+from plmcourse.nn import instruct as nn_instruct
+from plmcourse.ref import instruct as ref_instruct
+
+CPU = torch.device("cpu")
+
+
+def _batch(seed, B=4, T=9, V=7):
+    rng = np.random.default_rng(seed)
+    logits = rng.standard_normal((B, T, V)) * 2
+    tokens = rng.integers(0, V, (B, T))
+    mask = rng.random((B, T)) < 0.5
+    return logits, tokens, mask
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_sft_loss_matches_the_reference_and_torch_cross_entropy(seed):
+    logits, tokens, mask = _batch(seed)
+    got = nn_instruct.sft_loss(torch.tensor(logits), torch.tensor(tokens), torch.tensor(mask))
+    assert math.isclose(got.item(), ref_instruct.sft_loss(logits, tokens, mask), rel_tol=1e-12)
+    labels = torch.tensor(np.where(mask, tokens, -100))[:, 1:]
+    torch_ce = F.cross_entropy(torch.tensor(logits)[:, :-1].reshape(-1, logits.shape[-1]), labels.reshape(-1))
+    assert math.isclose(got.item(), torch_ce.item(), rel_tol=1e-12)
+
+
+def test_sft_loss_is_zero_without_answer_and_its_gradient_skips_the_prompt():
+    logits, tokens, mask = _batch(3)
+    x = torch.tensor(logits, requires_grad=True)
+    assert nn_instruct.sft_loss(x, torch.tensor(tokens), torch.zeros(mask.shape, dtype=torch.bool)).item() == 0.0
+    nn_instruct.sft_loss(x, torch.tensor(tokens), torch.tensor(mask)).backward()
+    counted = np.zeros(mask.shape, dtype=bool)
+    counted[:, :-1] = mask[:, 1:]  # position t has a gradient only if token t + 1 is an answer token
+    assert torch.all(x.grad.abs().sum(-1)[torch.tensor(~counted)] == 0)
+    assert torch.all(x.grad.abs().sum(-1)[torch.tensor(counted)] > 0)
+
+
+def test_bradley_terry_and_dpo_match_the_reference_and_torch():
+    rng = np.random.default_rng(4)
+    r_c, r_r = rng.standard_normal(6) * 3, rng.standard_normal(6) * 3
+    got = nn_instruct.bradley_terry_loss(torch.tensor(r_c), torch.tensor(r_r)).item()
+    assert math.isclose(got, ref_instruct.bradley_terry_loss(r_c, r_r), rel_tol=1e-12)
+    bce = F.binary_cross_entropy_with_logits(torch.tensor(r_c - r_r), torch.ones(6, dtype=torch.float64)).item()
+    assert math.isclose(got, bce, rel_tol=1e-12)
+    pc, pr, rc, rr = (rng.uniform(-30, -2, 6) for _ in range(4))
+    for beta in (0.1, 1.0):
+        got = nn_instruct.dpo_loss(*(torch.tensor(a) for a in (pc, pr, rc, rr)), beta).item()
+        assert math.isclose(got, ref_instruct.dpo_loss(pc, pr, rc, rr, beta), rel_tol=1e-12)
+    big = nn_instruct.bradley_terry_loss(torch.tensor([-1000.0, 1000.0]), torch.tensor([0.0, 0.0]))
+    assert math.isclose(big.item(), 500.0)
+
+
+def test_answer_logps_sum_the_answer_tokens():
+    model = nn_instruct.instruction_gpt(0, CPU)
+    pairs = data.instruction_examples(data.TASKS, 5, np.random.default_rng(0))
+    tokens, mask = nn_instruct.as_tensors(*data.encode_pairs(*zip(*pairs)), CPU)
+    with torch.no_grad():
+        logps = nn_instruct.answer_logps(model, tokens, mask)
+        mean = nn_instruct.sft_loss(model(tokens), tokens, mask)
+    assert logps.shape == (5,) and torch.all(logps < 0)
+    assert math.isclose(-logps.sum().item() / mask[:, 1:].sum().item(), mean.item(), rel_tol=1e-5)
+
+
+def test_greedy_answers_stop_at_the_end_mark():
+    model = nn_instruct.instruction_gpt(0, CPU)
+    prompts = ["drop a: abca=", "sort: dcba=", "item 2: abcd=", "drop b: abcb="]
+    answers = nn_instruct.greedy_answers(model, prompts, CPU, max_new=5)
+    assert len(answers) == 4 and all(len(a) <= 5 for a in answers)
+    one_by_one = [nn_instruct.greedy_answers(model, [p], CPU, max_new=5)[0] for p in prompts]
+    assert answers == one_by_one  # prompts of one length run together, each as if alone
+
+
+def test_reward_features_and_the_bradley_terry_fit():
+    model = nn_instruct.instruction_gpt(0, CPU)
+    triples = [("drop a: abca=", "bc.", "bc ok ok."), ("item 2: abcd=", "b.", "c.")]
+    chosen, rejected = nn_instruct.reward_features(model, triples, CPU)
+    assert chosen.shape == rejected.shape == (2, 2)
+    assert chosen[:, 1].tolist() == [3.0, 2.0] and rejected[:, 1].tolist() == [9.0, 2.0]  # lengths, the "." included
+    tokens, mask = nn_instruct.as_tensors(*data.encode_pairs(["drop a: abca="], ["bc."]), CPU)
+    assert math.isclose(chosen[0, 0].item(), nn_instruct.answer_logps(model, tokens, mask).item(), rel_tol=1e-5)
+    # Pairs where the shorter answer is always chosen: the fit gives length a negative weight.
+    features = torch.tensor([[0.0, 2.0], [0.0, 3.0], [0.0, 1.0]]), torch.tensor([[0.0, 5.0], [0.0, 4.0], [0.0, 6.0]])
+    w = nn_instruct.fit_reward_model(*features)
+    assert w[1] < 0 and nn_instruct.bradley_terry_loss(features[0] @ w, features[1] @ w) < 0.1
+
+
+def test_a_few_steps_of_each_loop_lower_their_loss():
+    tasks = data.task_split(0)[0][:3]
+    model = nn_instruct.instruction_gpt(0, CPU, d_model=32, n_layers=1)
+    history = nn_instruct.train_sft(model, tasks, CPU, steps=40, batch_size=16, progress=False)
+    assert np.mean(history.loss[-5:]) < np.mean(history.loss[:5])
+    triples = data.preference_pairs(tasks, 32, np.random.default_rng(0))
+    before = [p.detach().clone() for p in model.parameters()]
+    history = nn_instruct.train_dpo(model, triples, CPU, beta=0.5, steps=10, batch_size=16, progress=False)
+    assert math.isclose(history.loss[0], math.log(2.0), rel_tol=1e-4)  # the policy starts as its reference
+    assert history.loss[-1] < history.loss[0]
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))

@@ -1,0 +1,88 @@
+"""plmcourse.nn.transfer held against plmcourse.ref.transfer, and its training helpers (notebook 13)."""
+
+import numpy as np
+import torch
+
+from plmcourse import ref
+from plmcourse.data import transfer as worlds
+from plmcourse.nn import transfer as tr
+from plmcourse.nn.models import Bert, BertForPreTraining, BertForSequenceClassification
+
+
+def test_alignment_agrees_with_the_reference():
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        src, tgt = rng.standard_normal((30, 4)), rng.standard_normal((40, 4))
+        tgt[:30] = src @ np.linalg.qr(rng.standard_normal((4, 4)))[0] + 0.5 * rng.standard_normal((30, 4))
+        pairs = np.stack([np.arange(30)] * 2, axis=1)
+        want = ref.alignment_precision_at_1(src, tgt, pairs[:15], pairs[15:])
+        assert tr.alignment_precision_at_1(torch.tensor(src), torch.tensor(tgt), pairs[:15], pairs[15:]) == want
+
+
+def test_unit_rows_agree():
+    x = np.array([[3.0, 4.0], [0.0, 0.0]])
+    assert np.allclose(tr.unit_rows(torch.tensor(x)).numpy(), ref.transfer.unit_rows(x))
+
+
+def test_pad_batch_puts_each_languages_specials():
+    ids, mask = tr.pad_batch([[7, 8], [9]], cls=[1, 50], sep=[2, 51])
+    assert ids.tolist() == [[1, 7, 8, 2], [50, 9, 51, 0]]
+    assert mask.tolist() == [[True] * 4, [True, True, True, False]]
+
+
+def test_token_masking_uses_each_rows_own_mask_id():
+    masking = tr.token_masking([0, 1, 2, 3, 50, 51, 52], np.array([3, 52]), 60, p=1.0)
+    batch = np.array([[1, 10, 11, 2], [50, 12, 13, 51]])
+    inputs, labels = masking(batch, np.random.default_rng(0), np.array([0, 1]))
+    assert set(inputs[0, 1:3]) <= {3} | set(range(4, 60)) - {50, 51, 52}
+    assert 3 not in inputs[1] and np.all(labels[:, [0, 3]] == -100)
+
+
+def test_entity_masking_keeps_specials_and_spans():
+    def fake(words, spans, budget, rng, mask_id, vocab_size):  # masks exactly the first span
+        inputs, labels = words.copy(), np.full(words.shape, -100)
+        s, e = spans[0][0]
+        inputs[0, s:e], labels[0, s:e] = mask_id, words[0, s:e]
+        return inputs, labels
+
+    masking = tr.entity_masking(fake, [[(1, 3)]], 3, 40)
+    batch = np.array([[1, 10, 11, 12, 2, 0]])
+    inputs, labels = masking(batch, np.random.default_rng(0), np.array([0]))
+    assert inputs.tolist() == [[1, 10, 3, 3, 2, 0]] and labels.tolist() == [[-100, -100, 11, 12, -100, -100]]
+
+
+def test_a_few_steps_of_pretraining_lower_the_loss():
+    torch.manual_seed(0)
+    corpus = worlds.two_languages(100, seed=0)
+    ids, mask = tr.pad_batch(corpus.ids, worlds.CLS, worlds.SEP, length=20)
+    model = BertForPreTraining(tr.tiny_config(worlds.vocab_size(), 20))
+    history = tr.pretrain_mlm(model, ids, mask, 40, tr.token_masking([0, 1, 2, 3], 3, worlds.vocab_size()),
+                              progress=False)
+    assert np.mean(history.loss[-5:]) < np.mean(history.loss[:5]) - 0.5
+
+
+def test_finetune_follows_the_rates_frozen_groups_do_not_move():
+    torch.manual_seed(0)
+    classifier = BertForSequenceClassification(Bert(tr.tiny_config(30, 8)), 2, dropout=0.0)
+    before = {k: v.clone() for k, v in classifier.state_dict().items()}
+    ids = torch.randint(4, 30, (16, 8))
+    mask = torch.ones_like(ids, dtype=torch.bool)
+    labels = torch.randint(0, 2, (16,))
+    tr.finetune(classifier, ids, mask, labels, steps=5,
+                rates=lambda step: ref.unfreezing_groups(2, step, 100, 1e-2, 0.5))
+    after = classifier.state_dict()
+    frozen = [k for k in before if k.startswith(("bert.embeddings.", "bert.blocks.0.", "bert.blocks.1."))]
+    assert frozen and all(torch.equal(before[k], after[k]) for k in frozen)  # only the head trains before step 100
+    assert not torch.equal(before["classifier.weight"], after["classifier.weight"])
+    assert not torch.equal(before["bert.pooler.weight"], after["bert.pooler.weight"])
+
+
+def test_word_vectors_average_each_words_hidden_states():
+    torch.manual_seed(0)
+    bert = Bert(tr.tiny_config(20, 6))
+    ids = torch.tensor([[1, 5, 6, 2], [1, 6, 5, 2]])
+    mask = torch.ones_like(ids, dtype=torch.bool)
+    vectors = tr.word_vectors(bert, ids, mask, [5, 7], layer=2)
+    hidden = bert.all_layers(ids, attention_mask=mask)[2]
+    assert torch.allclose(vectors[0], (hidden[0, 1] + hidden[1, 2]) / 2, atol=1e-6)
+    assert torch.equal(vectors[1], torch.zeros(64))
