@@ -7,11 +7,8 @@ JSON files in bench/results/, so results of benchmarks not rerun are kept.
 import sys
 import time
 
-from bench import instruct  # notebook 15
-from bench import multimodal  # notebook 14
-from bench import transfer  # notebook 13
-from bench import (attention, checkpoints, efficiency, gpt, grading, icl, minilm, nanogpt, notebooks, peft,
-                   prompting, report, simcse, threads, word2vec, wordpiece)
+from bench import (attention, checkpoints, efficiency, gpt, grading, icl, instruct, minilm, multimodal, nanogpt,
+                   notebooks, peft, prompting, report, simcse, threads, transfer, word2vec, wordpiece)
 
 BENCHMARKS = {
     "attention": attention.main,

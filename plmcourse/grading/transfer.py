@@ -789,7 +789,7 @@ EXPONENT_SHIFT = ("the decay counted from the top layer: the head is k = 0 (base
                   "(base_lr · decay), each group below one more factor of decay")
 INVERTED = "the rates divided by decay ** k instead of multiplied: lower groups learn more slowly, not faster"
 REVERSED = ("the layers numbered from the top: layer.0 is the BOTTOM block (next to the embeddings), "
-            f"layer.{{n_layers - 1}} the top one")
+            "layer.(n_layers - 1) the top one")
 EMBEDDINGS_WITH_LAYER0 = ("the embeddings grouped with layer.0: they are a group of their own, one step of decay "
                           "and one unfreeze_every below the bottom layer")
 FROZEN_RATE = "frozen groups given their rate: a group that does not train yet has rate 0.0"
