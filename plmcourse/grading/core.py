@@ -721,6 +721,22 @@ def serve(connection, name, fn, hidden):
         wire.send(connection, _reply_document(reply))
 
 
+# A driver's keyword for a case about a ValueError the spec asks for; never passed on to the answer.
+EXPECT_ERROR = "expect_value_error"
+
+
+def raised_or_returned(fn, args, kwargs, describe_value=lambda value: value):
+    """In the kernel: call the answer on a case that expects ValueError and report, as plain data,
+    what it raised ({"raised": "ValueError", "message": ...}; a subclass counts as ValueError) or
+    what it returned ({"returned": describe_value(value)}). A driver's helper (icl, prompting, multimodal)."""
+    try:
+        value = fn(*args, **kwargs)
+    except Exception as error:  # the answer's own exception: what the case is about
+        name = "ValueError" if isinstance(error, ValueError) else type(error).__name__
+        return {"raised": name, "message": " ".join(str(error).split())[:160]}
+    return {"returned": describe_value(value)}
+
+
 # When graded, one call of the student's function may take this long (half of nbgrader's
 # limit for a whole cell, PLMCOURSE_CELL_SECONDS): the cases are small, and an endless loop
 # must cost its own exercise only, not the cells after it.

@@ -40,6 +40,7 @@ import numpy as np
 
 from plmcourse.data import icl as data_icl
 from plmcourse.grading.core import (
+    EXPECT_ERROR,
     F32,
     F64,
     Case,
@@ -51,6 +52,7 @@ from plmcourse.grading.core import (
     hidden_salt,
     matches,
     name_mistake,
+    raised_or_returned,
 )
 from plmcourse.ref import icl as ref_icl
 
@@ -70,7 +72,6 @@ def _short(text, limit=40):
 PROMPT_SEAL = [(data_icl.k_shot_prompt, "plmcourse.data.k_shot_prompt")]
 
 DEFAULT_TEMPLATE, DEFAULT_SEPARATOR = "{x} -> {y}", "\n"
-EXPECT_ERROR = "expect_value_error"  # a driver's keyword, never passed on to the answer
 REPORT_NEXT = "report_next_draw"  # a driver's keyword: also report the rng's next number after the call
 SPEC_DRAW = "rng.choice(others, size=k, replace=False)"
 
@@ -191,12 +192,7 @@ def _prompt_driver(fn):
             return {"prompt": prompt, "next": int(rng.integers(2 ** 62))}
         if not kwargs.pop(EXPECT_ERROR, False):
             return fn(*args, **kwargs)
-        try:
-            value = fn(*args, **kwargs)
-        except Exception as error:  # the answer's own exception: what the case is about
-            name = "ValueError" if isinstance(error, ValueError) else type(error).__name__  # a subclass is one
-            return {"raised": name, "message": " ".join(str(error).split())[:160]}
-        return {"returned": value}
+        return raised_or_returned(fn, args, kwargs)
     return drive
 
 

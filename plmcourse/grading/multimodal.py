@@ -37,6 +37,7 @@ import numpy as np
 import torch.nn.functional as F
 
 from plmcourse.grading.core import (
+    EXPECT_ERROR,
     F32,
     F64,
     Case,
@@ -51,6 +52,7 @@ from plmcourse.grading.core import (
     judge_bool_mask,
     log_softmax,
     name_mistake,
+    raised_or_returned,
 )
 from plmcourse.grading.sentence_embeddings import _scalar_problem
 from plmcourse.nn import multimodal as nn_multimodal
@@ -58,7 +60,6 @@ from plmcourse.ref import multimodal as ref_multimodal
 
 __all__ = ["check_patchify", "check_joint_attention_mask", "check_clip_loss"]
 
-EXPECT_ERROR = "expect_value_error"  # a driver's keyword, never passed on to the answer
 
 
 # ============================================================================
@@ -136,12 +137,7 @@ def _patchify_driver(fn):
     def drive(*args, **kwargs):
         if not kwargs.pop(EXPECT_ERROR, False):
             return fn(*args, **kwargs)
-        try:
-            value = fn(*args, **kwargs)
-        except Exception as error:  # the answer's own exception: what the case is about
-            name = "ValueError" if isinstance(error, ValueError) else type(error).__name__
-            return {"raised": name, "message": " ".join(str(error).split())[:160]}
-        return {"returned": value}
+        return raised_or_returned(fn, args, kwargs)
     return drive
 
 

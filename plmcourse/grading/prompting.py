@@ -46,17 +46,19 @@ import numpy as np
 import torch
 
 from plmcourse.grading.core import (
+    EXPECT_ERROR,
     Case,
     Check,
     compare,
     describe,
+    dtype_name,
     expect_array,
     first_match, hint_for, matches, name_mistake,
     hidden_salt,
-    to_numpy,
     log_softmax,
+    raised_or_returned,
+    to_numpy,
     tolerance_for,
-    dtype_name,
 )
 from plmcourse.nn import prompting as nn_prompting
 from plmcourse.ref import prompting as ref_prompting
@@ -344,7 +346,6 @@ check_verbalizer_log_probs = Check(
 # pet_soft_labels(pattern_log_probs, weights=None, temperature=2.0) -> (N, C), PyTorch
 
 DEFAULT_TEMPERATURE = 2.0
-EXPECT_ERROR = "expect_value_error"  # a driver's keyword, never passed on to the answer
 
 PET_SEAL = [
     (ref_prompting.pet_soft_labels, "plmcourse.ref.pet_soft_labels"),
@@ -525,12 +526,7 @@ def _pet_driver(fn):
     def drive(*args, **kwargs):
         if not kwargs.pop(EXPECT_ERROR, False):
             return fn(*args, **kwargs)
-        try:
-            value = fn(*args, **kwargs)
-        except Exception as error:  # the answer's own exception: what the case is about
-            name = "ValueError" if isinstance(error, ValueError) else type(error).__name__
-            return {"raised": name, "message": " ".join(str(error).split())[:160]}
-        return {"returned": describe(value)}
+        return raised_or_returned(fn, args, kwargs, describe)
     return drive
 
 
