@@ -2,6 +2,10 @@
 
 import plmcourse  # noqa: F401  (must come before numpy/torch)
 
+# setuptools replaces the standard library's distutils, and asserts if a test imported the old one first
+# (nbgrader.utils imports setuptools): under pytest-xdist that depended on which tests a worker ran before.
+import setuptools  # noqa: F401, E402
+
 import shutil
 import sys
 import threading
