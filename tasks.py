@@ -218,9 +218,22 @@ def test_workers(args: list[str]) -> list[str]:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, ValueError, OSError):
         memory = 8 * 1024 ** 3
-    workers = max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1,
-                         4, memory // (3 * 1024 ** 3)))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    workers = max(1, min(cores, 4, memory // (3 * 1024 ** 3)))
     return ["-n", str(workers), "--dist", "worksteal"] if workers > 1 else []
+
+
+def test_threads(args: list[str]) -> dict:
+    """OMP_NUM_THREADS for the suite: the cores shared out among the workers, so that two workers'
+    tiny models (and the kernels and graded notebooks they start) do not each spin a thread per core
+    on the same cores. On 2 cores one thread each runs the notebooks about twice as fast as two
+    (bench/RESULTS.md, "The course's own budget"). A value already set is kept."""
+    if "OMP_NUM_THREADS" in os.environ:
+        return {}
+    options = test_workers(args)
+    workers = int(options[1]) if options else 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return {"OMP_NUM_THREADS": str(max(1, cores // workers))} if workers > 1 else {}
 
 
 def main(argv: list[str]) -> int:
@@ -235,7 +248,7 @@ def main(argv: list[str]) -> int:
     if command == "lab":
         return lab(rest)
     if command == "test":
-        return exec_in_venv(["-m", "pytest", *test_workers(rest), *rest])
+        return exec_in_venv(["-m", "pytest", *test_workers(rest), *rest], env={**venv_env(), **test_threads(rest)})
     if command == "release":
         return exec_in_venv(["-m", "plmcourse", "release", *rest])
     if command == "doctor":

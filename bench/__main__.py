@@ -7,8 +7,8 @@ JSON files in bench/results/, so results of benchmarks not rerun are kept.
 import sys
 import time
 
-from bench import (attention, checkpoints, efficiency, gpt, grading, icl, instruct, minilm, multimodal, nanogpt,
-                   notebooks, peft, prompting, report, simcse, threads, transfer, word2vec, wordpiece)
+from bench import (attention, checkpoints, claims, efficiency, gpt, grading, icl, instruct, minilm, multimodal,
+                   nanogpt, notebooks, peft, prompting, report, simcse, threads, transfer, word2vec, wordpiece)
 
 BENCHMARKS = {
     "attention": attention.main,
@@ -29,6 +29,7 @@ BENCHMARKS = {
     "instruct": instruct.main,
     "multimodal": multimodal.main,
     "transfer": transfer.main,
+    "claims": claims.main,
 }
 
 

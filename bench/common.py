@@ -81,10 +81,11 @@ def read_results() -> dict:
     return {p.stem: json.loads(p.read_text()) for p in sorted(RESULTS_DIR.glob("*.json"))}
 
 
-def run_notebook_variant(notebook: Path, seed: int, report: str, replacements: dict | None = None):
+def run_notebook_variant(notebook: Path, seed: int, report: str, replacements: dict | None = None,
+                         prelude: str | None = None):
     """Run a source notebook top to bottom with `SEED = 0` replaced by `seed` (and any other
     text replacements), its grading cells left out, then `report`, a cell that prints one JSON
-    line. Failed assertions are recorded, not hidden (allow_errors).
+    line. Failed assertions are recorded, not hidden (allow_errors). `prelude`: a cell run first.
 
     Returns (the report's JSON, the messages of the errors raised, seconds).
     """
@@ -98,6 +99,8 @@ def run_notebook_variant(notebook: Path, seed: int, report: str, replacements: d
         for old, new in (replacements or {}).items():
             cell.source = cell.source.replace(old, new)
     nb.cells.append(nbformat.v4.new_code_cell(report))
+    if prelude:
+        nb.cells.insert(0, nbformat.v4.new_code_cell(prelude))
     client = NotebookClient(nb, kernel_name="python3", timeout=600, allow_errors=True,
                             resources={"metadata": {"path": str(notebook.parent)}})
     start = time.perf_counter()

@@ -75,3 +75,28 @@ def test_release_repo_refuses_a_malformed_name_in_one_sentence(tmp_path):
     assert done.returncode == 2
     assert "'not-a-repo' is not a GitHub OWNER/NAME" in done.stderr and "Traceback" not in done.stderr
     assert (tmp_path / "pyproject.toml").read_text() == '[project]\nname = "plmcourse"\n'
+
+
+def _tasks_module():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("plmcourse_tasks_cli", Path(__file__).parents[1] / "tasks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_tasks_test_shares_the_cores_among_its_workers(monkeypatch):
+    tasks = _tasks_module()
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(tasks.os, "sysconf", lambda name: {"SC_PAGE_SIZE": 4096}.get(name, 16 * 1024 ** 3 // 4096))
+    for cores, workers, threads in [(1, None, None), (2, "2", "1"), (4, "4", "1"), (8, "4", "2"), (16, "4", "4")]:
+        monkeypatch.setattr(tasks.os, "sched_getaffinity", lambda pid, n=cores: set(range(n)), raising=False)
+        options = tasks.test_workers([])
+        assert (options[1] if options else None) == workers, (cores, options)
+        assert tasks.test_threads([]).get("OMP_NUM_THREADS") == threads, (cores, tasks.test_threads([]))
+    # Your own -n (or -n 0) is kept, and so is a thread count already set.
+    assert tasks.test_workers(["-n", "0"]) == [] and tasks.test_threads(["-n", "0"]) == {}
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert tasks.test_threads([]) == {}

@@ -68,6 +68,7 @@ def inside(course, code, env=None, parent_env=None, package=None, socket_dir=Non
 def test_the_grader_environment_does_not_go_in(course, monkeypatch):
     monkeypatch.setenv("GRADER_SECRET_TOKEN", "s3cr3t-token")
     monkeypatch.setenv("PLMCOURSE_CELL_SECONDS", "17")  # a course setting: passed on
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the grader's thread count: passed on
     env = inside(course, "import json, os; print(json.dumps(dict(os.environ)))",
                  env={"PLMCOURSE_JUDGE_FD": "3"})
     assert "GRADER_SECRET_TOKEN" not in env
@@ -75,10 +76,11 @@ def test_the_grader_environment_does_not_go_in(course, monkeypatch):
     assert env["HOME"] == "/tmp" and env["PLMCOURSE_SANDBOX"] == "1" and env["PYTHONNOUSERSITE"] == "1"
     assert env["PATH"].split(":") == [os.path.dirname(sys.executable), "/usr/bin", "/bin"]
     assert env["PLMCOURSE_JUDGE_FD"] == "3" and env["PLMCOURSE_CELL_SECONDS"] == "17"
+    assert env["OMP_NUM_THREADS"] == "3"
     assert "PYTHONPATH" not in env or os.environ.get("PYTHONPATH")
     expected = {"PATH", "HOME", "MPLCONFIGDIR", "OMP_WAIT_POLICY", "PYTHONNOUSERSITE", "PYTHONDONTWRITEBYTECODE",
                 "PLMCOURSE_SANDBOX", "LANG", "PYTHONPATH", "PLMCOURSE_JUDGE_FD", "PLMCOURSE_CELL_SECONDS",
-                "PLMCOURSE_RUN_DEMOS", "PWD"}
+                "PLMCOURSE_RUN_DEMOS", "OMP_NUM_THREADS", "PWD"}
     assert set(env) <= expected
 
 

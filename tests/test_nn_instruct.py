@@ -105,3 +105,33 @@ def test_a_few_steps_of_each_loop_lower_their_loss():
     assert math.isclose(history.loss[0], math.log(2.0), rel_tol=1e-4)  # the policy starts as its reference
     assert history.loss[-1] < history.loss[0]
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_losses_and_loops_run_on_cuda_and_agree_with_the_cpu():
+    cuda = torch.device("cuda")
+    logits, tokens, mask = _batch(5)
+    on_cpu = nn_instruct.sft_loss(torch.tensor(logits), torch.tensor(tokens), torch.tensor(mask)).item()
+    on_cuda = nn_instruct.sft_loss(*(torch.tensor(a, device=cuda) for a in (logits, tokens, mask)))
+    assert on_cuda.is_cuda and math.isclose(on_cuda.item(), on_cpu, rel_tol=1e-9)
+    rng = np.random.default_rng(6)
+    pc, pr, rc, rr = (rng.uniform(-30, -2, 6) for _ in range(4))
+    assert math.isclose(nn_instruct.dpo_loss(*(torch.tensor(a, device=cuda) for a in (pc, pr, rc, rr)), 0.5).item(),
+                        ref_instruct.dpo_loss(pc, pr, rc, rr, 0.5), rel_tol=1e-9)
+    assert math.isclose(nn_instruct.bradley_terry_loss(torch.tensor(pc, device=cuda), torch.tensor(pr, device=cuda))
+                        .item(), ref_instruct.bradley_terry_loss(pc, pr), rel_tol=1e-9)
+    tasks = data.task_split(0)[0][:3]
+    model = nn_instruct.instruction_gpt(0, cuda, d_model=32, n_layers=1)
+    history = nn_instruct.train_sft(model, tasks, cuda, steps=40, batch_size=16, progress=False)
+    assert np.mean(history.loss[-5:]) < np.mean(history.loss[:5])
+    pairs = data.instruction_examples(tasks, 6, np.random.default_rng(1))
+    tokens, mask = nn_instruct.as_tensors(*data.encode_pairs(*zip(*pairs)), cuda)
+    with torch.no_grad():
+        logps = nn_instruct.answer_logps(model, tokens, mask)
+        logps_cpu = nn_instruct.answer_logps(model.cpu(), tokens.cpu(), mask.cpu())
+    assert logps.is_cuda and torch.allclose(logps.cpu(), logps_cpu, atol=1e-3)
+    model.to(cuda)
+    triples = data.preference_pairs(tasks, 32, np.random.default_rng(0))
+    history = nn_instruct.train_dpo(model, triples, cuda, beta=0.5, steps=10, batch_size=16, progress=False)
+    assert math.isclose(history.loss[0], math.log(2.0), rel_tol=1e-4) and history.loss[-1] < history.loss[0]

@@ -1,6 +1,7 @@
 """plmcourse.nn.transfer held against plmcourse.ref.transfer, and its training helpers (notebook 13)."""
 
 import numpy as np
+import pytest
 import torch
 
 from plmcourse import ref
@@ -86,3 +87,50 @@ def test_word_vectors_average_each_words_hidden_states():
     hidden = bert.all_layers(ids, attention_mask=mask)[2]
     assert torch.allclose(vectors[0], (hidden[0, 1] + hidden[1, 2]) / 2, atol=1e-6)
     assert torch.equal(vectors[1], torch.zeros(64))
+
+
+def test_padding_to_the_longest_sentence_or_to_max_len_gives_the_same_outputs():
+    """Notebook 13 pads each set of sentences to its longest (not to the model's 40 positions): padding is
+    masked out, so the [CLS] logits and word vectors do not depend on how far a batch is padded."""
+    torch.manual_seed(0)
+    corpus = worlds.two_languages(20, seed=3)
+    classifier = BertForSequenceClassification(Bert(tr.tiny_config(worlds.vocab_size(), 40)), 2).eval()
+    short = tr.pad_batch(corpus.ids, worlds.CLS, worlds.SEP)
+    full = tr.pad_batch(corpus.ids, worlds.CLS, worlds.SEP, length=40)
+    assert short[0].shape[1] < 40
+    with torch.no_grad():
+        assert torch.allclose(classifier(short[0], attention_mask=short[1]),
+                              classifier(full[0], attention_mask=full[1]), atol=1e-5)
+    words = [worlds.FIRST_WORD, worlds.FIRST_WORD + 1]
+    assert torch.allclose(tr.word_vectors(classifier.bert, *short, words, 2),
+                          tr.word_vectors(classifier.bert, *full, words, 2), atol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_training_helpers_run_on_cuda_and_agree_with_the_cpu():
+    cuda = torch.device("cuda")
+    torch.manual_seed(0)
+    corpus = worlds.two_languages(100, seed=0)
+    ids, mask = tr.pad_batch(corpus.ids, worlds.CLS, worlds.SEP, cuda)
+    assert ids.is_cuda and mask.is_cuda
+    model = BertForPreTraining(tr.tiny_config(worlds.vocab_size(), 20)).to(cuda)
+    history = tr.pretrain_mlm(model, ids, mask, 40, tr.token_masking([0, 1, 2, 3], 3, worlds.vocab_size()),
+                              progress=False)
+    assert np.mean(history.loss[-5:]) < np.mean(history.loss[:5]) - 0.5
+    classifier = BertForSequenceClassification(model.bert, 2, dropout=0.0).to(cuda)
+    labels = torch.as_tensor(corpus.labels, device=cuda)
+    tr.finetune(classifier, ids, mask, labels, steps=5, rates=lambda step: ref.unfreezing_groups(2, step, 3, 1e-2, 0.5))
+    on_cuda = tr.accuracy(classifier, ids, mask, labels)
+    on_cpu = tr.accuracy(classifier.cpu(), ids.cpu(), mask.cpu(), labels.cpu())
+    assert abs(on_cuda - on_cpu) <= 0.02  # at most two sentences on the boundary flip
+    words = list(range(worlds.FIRST_WORD, worlds.FIRST_WORD + 6))
+    vectors = tr.word_vectors(classifier.bert.to(cuda), ids, mask, words, 2)
+    assert vectors.is_cuda
+    assert torch.allclose(vectors.cpu(), tr.word_vectors(classifier.bert.cpu(), ids.cpu(), mask.cpu(), words, 2),
+                          atol=1e-4)
+    rng = np.random.default_rng(1)
+    src, tgt = rng.standard_normal((30, 4)), rng.standard_normal((40, 4))
+    pairs = np.stack([np.arange(30)] * 2, axis=1)
+    assert (tr.alignment_precision_at_1(torch.tensor(src, device=cuda), torch.tensor(tgt, device=cuda), pairs[:15],
+                                        pairs[15:]) == ref.alignment_precision_at_1(src, tgt, pairs[:15], pairs[15:]))

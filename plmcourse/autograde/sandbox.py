@@ -67,8 +67,9 @@ DEFAULT_MEMORY = 4 * 1024 ** 3  # bytes of data segment; the notebooks peak well
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
 ETC_PATHS = ("/etc/ld.so.cache", "/etc/ssl", "/etc/ca-certificates", "/etc/localtime", "/etc/nsswitch.conf",
              "/etc/passwd", "/etc/group", "/etc/hosts", "/etc/alternatives", "/etc/fonts")
-# Of the grader's environment only these course settings go in (plmcourse.grading.verify reads them).
-PASSED_ENV = ("PLMCOURSE_CELL_SECONDS", "PLMCOURSE_RUN_DEMOS")
+# Of the grader's environment only these go in: the course settings plmcourse.grading.verify reads, and
+# the grader's thread count (an instructor grading several notebooks at once shares out the cores).
+PASSED_ENV = ("PLMCOURSE_CELL_SECONDS", "PLMCOURSE_RUN_DEMOS", "OMP_NUM_THREADS")
 MAX_FILE_SIZE = 256 * 1024 ** 2   # RLIMIT_FSIZE: a bigger write fails in the cell (OSError EFBIG)
 TMPFS_SIZE = 512 * 1024 ** 2      # each writable folder inside (/tmp, /dev/shm, the working folder)
 SOCKET_TMPFS_SIZE = 1024 ** 2     # the sockets' folder: sockets take no room, anything else fails soon
