@@ -17,8 +17,9 @@ import math
 import numpy as np
 
 from plmcourse import ref
-from plmcourse.grading.bert import _integer_array, _Memory, _seed_problem
-from plmcourse.grading.core import Case, Check, hidden_salt, judge_bool_mask, judge_by_rules, unlikely_count
+from plmcourse.grading.bert import _Memory, _seed_problem
+from plmcourse.grading.core import (Case, Check, expect_integer_array, hidden_salt, judge_bool_mask, judge_by_rules,
+                                   unlikely_count)
 
 __all__ = [
     "check_text_infilling",
@@ -122,7 +123,7 @@ def _align(out, n, mask_id):
 
 
 def _rule_one_integer_sequence(case, got, memory):
-    problem = _integer_array(got, "the result")
+    problem = expect_integer_array(got, "the result")
     if problem:
         return problem
     if got.ndim != 1:

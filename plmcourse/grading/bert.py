@@ -14,7 +14,7 @@ Every failure names the rule that was broken.
 
 Later notebooks build on this module: the loss machinery below also checks GPT's
 causal_lm_loss (`plmcourse.grading.gpt`), and the seed helpers (_Memory,
-_seed_problem, _integer_array) BART's text_infilling (`plmcourse.grading.bart`).
+_seed_problem) BART's text_infilling (`plmcourse.grading.bart`).
 """
 
 import math
@@ -34,7 +34,7 @@ from plmcourse.grading.core import (
     compare,
     describe,
     expect_array,
-    expect_pair,
+    expect_integer_pair,
     name_mistake,
     to_numpy,
     log_softmax,
@@ -54,16 +54,6 @@ __all__ = [
 
 
 IGNORE = -100
-
-
-def _integer_array(got, what):
-    """None if `got` is an integer NumPy array, else the problem."""
-    problem = expect_array(got, what)
-    if problem:
-        return problem
-    if got.dtype.kind not in "iu":
-        return f"{what} has dtype {got.dtype}, expected integer token ids"
-    return None
 
 
 class _Memory:
@@ -201,18 +191,7 @@ class _Masked:
 
 
 def _rule_two_integer_arrays(case, got, memory):
-    problem = expect_pair(got, "(inputs, labels)")
-    if problem:
-        return problem
-    for item, what in zip(got, ("inputs (the first item)", "labels (the second item)")):
-        problem = _integer_array(item, what)
-        if problem:
-            return problem
-    shape = case.data["tokens"].shape
-    for item, what in zip(got, ("inputs", "labels")):
-        if item.shape != shape:
-            return f"{what} have shape {item.shape}, expected {shape} (the shape of tokens)"
-    return None
+    return expect_integer_pair(got, case.data["tokens"].shape, "tokens")
 
 
 def _rule_ignore_index(case, got, memory):

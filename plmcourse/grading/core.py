@@ -57,6 +57,8 @@ __all__ = [
     "F64",
     "F32",
     "tolerance_for",
+    "expect_integer_array",
+    "expect_integer_pair",
     "dtype_name",
     "log_softmax",
     "to_numpy",
@@ -883,6 +885,32 @@ def expect_pair(got, names="(output, weights)"):
     if isinstance(got, (tuple, list)) and len(got) == 2:
         return None
     return f"your function returned {describe(got)}, expected the pair {names}"
+
+
+def expect_integer_array(got, what):
+    """None if `got` is a NumPy array of integers (token ids), else the problem."""
+    problem = expect_array(got, what)
+    if problem:
+        return problem
+    if got.dtype.kind not in "iu":
+        return f"{what} has dtype {got.dtype}, expected integer token ids"
+    return None
+
+
+def expect_integer_pair(got, shape, shape_of, names=("inputs", "labels")):
+    """None if `got` is a pair of integer NumPy arrays, each of `shape` (the shape of the argument `shape_of`), else
+    the problem: the masking functions' (inputs, labels)."""
+    problem = expect_pair(got, f"({names[0]}, {names[1]})")
+    if problem:
+        return problem
+    for item, what in zip(got, (f"{names[0]} (the first item)", f"{names[1]} (the second item)")):
+        problem = expect_integer_array(item, what)
+        if problem:
+            return problem
+    for item, what in zip(got, names):
+        if item.shape != shape:
+            return f"{what} have shape {item.shape}, expected {shape} (the shape of {shape_of})"
+    return None
 
 
 def expect_array_pair(got, names="(output, weights)", whats=("the output (first item)", "the weights (second item)"),

@@ -35,13 +35,13 @@ base_lr and decay (1: one rate, 1/2.6 as in ULMFiT, 0.5, 0.8).
 
 import numpy as np
 
-from plmcourse.grading.bert import IGNORE, _Memory, _integer_array, _seed_problem
+from plmcourse.grading.bert import IGNORE, _Memory, _seed_problem
 from plmcourse.grading.core import (
     Case,
     Check,
     as_scalar,
     describe,
-    expect_pair,
+    expect_integer_pair,
     hidden_salt,
     hint_for,
     matches,
@@ -474,18 +474,7 @@ class _Chosen:
 
 
 def _rule_pair(case, got, memory):
-    problem = expect_pair(got, "(inputs, labels)")
-    if problem:
-        return problem
-    for item, what in zip(got, ("inputs (the first item)", "labels (the second item)")):
-        problem = _integer_array(item, what)
-        if problem:
-            return problem
-    shape = case.data["tokens"].shape
-    for item, what in zip(got, ("inputs", "labels")):
-        if item.shape != shape:
-            return f"{what} have shape {item.shape}, expected {shape} (the shape of token_ids)"
-    return None
+    return expect_integer_pair(got, case.data["tokens"].shape, "token_ids")
 
 
 def _rule_labels(case, got, memory):

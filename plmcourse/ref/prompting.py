@@ -14,12 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from plmcourse.ref.objectives import _log_softmax  # one stable log-softmax for the references
+
 __all__ = ["verbalizer_log_probs", "pet_soft_labels", "select_pseudo_labels"]
-
-
-def _log_softmax(x):
-    x = x - x.max(axis=-1, keepdims=True)
-    return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
 
 
 def verbalizer_log_probs(logits, mask_positions, label_word_ids):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from plmcourse.ref.objectives import _log_softmax  # one stable log-softmax for the references
 from plmcourse.ref.word_vectors import _unit_rows, spearman  # one spearman for words and sentences
 
 __all__ = ["mean_pool", "max_pool", "cosine_matrix", "anisotropy", "whitening", "whiten", "info_nce_loss",
@@ -95,11 +96,6 @@ def whitening(X, k=None):
 def whiten(X, mu, W):
     """Apply a whitening: (X - mu) @ W, (n, d) -> (n, k)."""
     return (np.asarray(X, dtype=np.float64) - mu) @ W
-
-
-def _log_softmax(logits, axis=-1):
-    shifted = logits - logits.max(axis=axis, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
 
 
 def info_nce_loss(z1, z2, temperature=0.05, hard_negatives=None):
