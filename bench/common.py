@@ -92,6 +92,8 @@ def run_notebook_variant(notebook: Path, seed: int, report: str, replacements: d
     import nbformat
     from nbclient import NotebookClient
 
+    from plmcourse.kernels import private_kernel_config
+
     nb = nbformat.read(notebook, as_version=4)
     nb.cells = [c for c in nb.cells if not c.metadata.get("nbgrader", {}).get("grade")]
     for cell in nb.cells:
@@ -101,10 +103,10 @@ def run_notebook_variant(notebook: Path, seed: int, report: str, replacements: d
     nb.cells.append(nbformat.v4.new_code_cell(report))
     if prelude:
         nb.cells.insert(0, nbformat.v4.new_code_cell(prelude))
-    client = NotebookClient(nb, kernel_name="python3", timeout=600, allow_errors=True,
-                            resources={"metadata": {"path": str(notebook.parent)}})
     start = time.perf_counter()
-    client.execute()
+    with private_kernel_config() as config:  # Unix sockets: no port race with kernels started beside it
+        NotebookClient(nb, kernel_name="python3", timeout=600, allow_errors=True, config=config,
+                       resources={"metadata": {"path": str(notebook.parent)}}).execute()
     seconds = time.perf_counter() - start
     failed = [o.evalue[:80] or o.ename for c in nb.cells if c.cell_type == "code"
               for o in c.get("outputs", []) if o.output_type == "error"]

@@ -16,6 +16,7 @@ import nbformat
 from nbclient import NotebookClient
 
 from bench.common import write_result
+from plmcourse.kernels import private_kernel_config
 
 ROOT = Path(__file__).resolve().parent.parent
 # VmHWM: the kernel's own peak resident memory (ru_maxrss would include the forking parent's).
@@ -31,10 +32,10 @@ def run(path: Path, threads: int | None) -> tuple[float, int]:
     if threads:
         os.environ.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     try:
-        client = NotebookClient(nb, kernel_name="python3", timeout=600,
-                                resources={"metadata": {"path": str(path.parent)}})
         start = time.perf_counter()
-        client.execute()
+        with private_kernel_config() as config:  # Unix sockets: no port race with kernels started beside it
+            NotebookClient(nb, kernel_name="python3", timeout=600, config=config,
+                           resources={"metadata": {"path": str(path.parent)}}).execute()
         seconds = time.perf_counter() - start
     finally:
         for k, v in saved.items():

@@ -13,6 +13,7 @@ from nbclient import NotebookClient
 
 import plmcourse.grading.core as core
 from plmcourse.grading import CheckFailed, check_causal_mask, check_softmax
+from plmcourse.kernels import private_kernel_config
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -52,8 +53,9 @@ def test_in_a_real_kernel_the_error_output_is_the_sentence(tmp_path):
                                   "def causal_mask(n):\n    raise ValueError('oops')"),
         nbformat.v4.new_code_cell("from plmcourse.grading import check_causal_mask\ncheck_causal_mask(causal_mask)"),
     ])
-    NotebookClient(nb, kernel_name="python3", allow_errors=True, timeout=120,
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    with private_kernel_config() as config:
+        NotebookClient(nb, kernel_name="python3", allow_errors=True, timeout=120, config=config,
+                       resources={"metadata": {"path": str(tmp_path)}}).execute()
     error = next(o for o in nb.cells[1].outputs if o.output_type == "error")
     text = ANSI.sub("", "\n".join(error.traceback))
     assert error.ename == "CheckFailed" and "check_causal_mask failed on case 1" in error.evalue

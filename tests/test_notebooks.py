@@ -16,6 +16,7 @@ import pytest
 from nbclient import NotebookClient
 
 from conftest import source_notebooks
+from plmcourse.kernels import private_kernel_config
 
 # A generous ceiling for one cell, so a notebook that hangs fails instead of stalling the suite.
 CELL_TIMEOUT = 600
@@ -58,10 +59,10 @@ def run_notebook(path):
     """Execute a notebook in its own folder; returns (executed notebook, seconds, peak RSS bytes)."""
     nb = nbformat.read(path, as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell(PEAK_MEMORY_CELL))
-    client = NotebookClient(nb, kernel_name="python3", timeout=CELL_TIMEOUT,
-                            resources={"metadata": {"path": str(path.parent)}})
     start = time.perf_counter()
-    client.execute()
+    with private_kernel_config() as config:  # Unix sockets: no port race with the other xdist workers' kernels
+        NotebookClient(nb, kernel_name="python3", timeout=CELL_TIMEOUT, config=config,
+                       resources={"metadata": {"path": str(path.parent)}}).execute()
     seconds = time.perf_counter() - start
     peak = json.loads(nb.cells[-1].outputs[0]["text"])["peak_rss_bytes"]
     return nb, seconds, peak
