@@ -110,5 +110,8 @@ def run_notebook_variant(notebook: Path, seed: int, report: str, replacements: d
     seconds = time.perf_counter() - start
     failed = [o.evalue[:80] or o.ename for c in nb.cells if c.cell_type == "code"
               for o in c.get("outputs", []) if o.output_type == "error"]
-    outputs = [o for o in nb.cells[-1].outputs if o.output_type == "stream"]
-    return (json.loads(outputs[-1]["text"]) if outputs else {}), failed, seconds
+    # The report is the last line the report cell printed to stdout (a warning on stderr, or a stream
+    # split in two, must not hide it).
+    printed = "".join(o["text"] for o in nb.cells[-1].outputs if o.output_type == "stream" and o.name == "stdout")
+    lines = [line for line in printed.splitlines() if line.strip()]
+    return (json.loads(lines[-1]) if lines else {}), failed, seconds

@@ -59,7 +59,7 @@ def main():
     return write_result("icl", {
         "title": "Notebook 11 over training seeds, and without its two choices",
         "notes": "The notebook run top to bottom (grading cells left out) with SEED replaced, then with seed 0 and "
-                 "learned positions, and with GPT-2's init_std=0.02. Test sets are fixed (seeds 1001-1003). "
+                 "learned positions, and with GPT-2's init_std=0.02. Test sets follow SEED (1001-1003 at SEED 0). "
                  "'failed cells': the message of each assertion that did not hold.",
         "rows": rows})
 

@@ -41,8 +41,8 @@ def main():
                                                      f"{got.get('head', {}).get(str(K), nan):.2f}" for K in (4, 8, 16, 32)),
             "K=8 demonstrations none / random / similar": " / ".join(
                 f"{got.get('demonstrations', {}).get(k, nan):.3f}" for k in ("none", "random", "similar")),
-            "K=8 PET / patterns' mean / best pattern": " / ".join(
-                f"{got.get('pet', {}).get(k, nan):.3f}" for k in ("pet", "patterns", "best pattern")),
+            "K=8 PET / patterns' mean / pattern chosen on dev": " / ".join(
+                f"{got.get('pet', {}).get(k, nan):.3f}" for k in ("pet", "patterns", "pattern chosen on dev")),
             "K=8 self-training by round": " ".join(f"{a:.3f}" for a in got.get("self-training", [])),
             "K=8 SPoT / random start": " / ".join(f"{got.get('spot', {}).get(k, nan):.3f}" for k in
                                                   ("start from the source task (SPoT)", "random start")),
