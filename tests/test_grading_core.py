@@ -351,3 +351,17 @@ def test_a_graded_call_keeps_the_cell_s_numpy_error_state():
         quiet = _call_with_limit(divide, case, 5.0)
     assert isinstance(raised.error, FloatingPointError)
     assert quiet.error is None and np.isnan(quiet.value).all()
+
+
+def test_error_report_problem_judges_each_kind_of_report():
+    wanted = "n = 0, so your function must raise ValueError"
+    assert core.error_report_problem({"raised": "ValueError", "message": "n must be positive"}, wanted) is None
+    assert core.error_report_problem({"returned": "array(shape=(0,))"}, wanted) is None  # the caller words this
+    other = core.error_report_problem({"raised": "TypeError", "message": "bad operand"}, wanted)
+    assert other == f"{wanted}, but it raised TypeError: bad operand"
+    asserted = core.error_report_problem({"raised": "AssertionError", "message": ""}, wanted)
+    assert asserted.startswith(f"{wanted}, but it raised AssertionError;") and "raise ValueError(...)" in asserted
+    for unreadable in (None, "ValueError", {"neither": 1}, [("raised", "ValueError")]):
+        assert "could not read what it did" in core.error_report_problem(unreadable, wanted)
+    long = core.error_report_problem({"raised": "E" * 500, "message": "m" * 500}, wanted)
+    assert len(long) < len(wanted) + 300  # a long name or message is cut, not passed on whole

@@ -57,6 +57,7 @@ __all__ = [
     "F64",
     "F32",
     "tolerance_for",
+    "error_report_problem",
     "expect_integer_array",
     "expect_integer_pair",
     "dtype_name",
@@ -737,6 +738,21 @@ def raised_or_returned(fn, args, kwargs, describe_value=lambda value: value):
         name = "ValueError" if isinstance(error, ValueError) else type(error).__name__
         return {"raised": name, "message": " ".join(str(error).split())[:160]}
     return {"returned": describe_value(value)}
+
+
+def error_report_problem(got, wanted):
+    """Judge raised_or_returned's report on a case that expects ValueError, up to what the caller words itself.
+
+    `wanted` says why ValueError is due. Returns the sentence when the report cannot be read or the answer raised
+    another exception; None when it raised ValueError or returned (got["returned"], which the caller judges)."""
+    if not isinstance(got, dict) or not ({"raised"} <= set(got) or {"returned"} <= set(got)):
+        return f"{wanted}; the check could not read what it did ({describe(got)})"
+    if "raised" in got and got["raised"] != "ValueError":
+        text = str(got.get("message", ""))[:160]
+        return (f"{wanted}, but it raised {str(got['raised'])[:80]}" + (f": {text}" if text else "")
+                + ("; an assert is not the error asked for (and python -O removes it): raise ValueError(...)"
+                   if got["raised"] == "AssertionError" else ""))
+    return None
 
 
 # When graded, one call of the student's function may take this long (half of nbgrader's

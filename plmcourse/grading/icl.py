@@ -48,6 +48,7 @@ from plmcourse.grading.core import (
     as_scalar,
     compare,
     describe,
+    error_report_problem,
     expect_float_array,
     hidden_salt,
     matches,
@@ -412,13 +413,9 @@ def _judge_prompt_error(d, got):
     if d["error"] == "template":
         wanted = (f"the template {d['template']!r} does not have {{x}} before {{y}} (the query's part, cut just "
                   f"before {{y}}, would not show its x), so your function must raise ValueError")
-    if not isinstance(got, dict) or not ({"raised"} <= set(got) or {"returned"} <= set(got)):
-        return f"{wanted}; the check could not read what it did ({describe(got)})"
-    if "raised" in got:
-        if got["raised"] == "ValueError":
-            return None
-        text = str(got.get("message", ""))[:160]
-        return f"{wanted}, but it raised {str(got['raised'])[:80]}" + (f": {text}" if text else "")
+    problem = error_report_problem(got, wanted)
+    if problem or "raised" in got:
+        return problem
     value = got["returned"]
     shown = _short(value) if isinstance(value, str) else describe(value)
     if d["error"] == "template":

@@ -52,6 +52,7 @@ from plmcourse.grading.core import (
     compare,
     describe,
     dtype_name,
+    error_report_problem,
     expect_array,
     first_match, hint_for, matches, name_mistake,
     hidden_salt,
@@ -538,13 +539,9 @@ def _judge_pet_error(case, got):
     w = case.data["w"]
     why = "a negative weight" if np.any(w < 0) else "weights that sum to 0"
     wanted = f"the weights {[float(x) for x in w]} hold {why}, so your function must raise ValueError"
-    if not isinstance(got, dict) or not ({"raised"} <= set(got) or {"returned"} <= set(got)):
-        return f"{wanted}; the check could not read what it did ({describe(got)})"
-    if "raised" in got:
-        if got["raised"] == "ValueError":
-            return None
-        text = str(got.get("message", ""))[:160]
-        return f"{wanted}, but it raised {str(got['raised'])[:80]}" + (f": {text}" if text else "")
+    problem = error_report_problem(got, wanted)
+    if problem or "raised" in got:
+        return problem
     return (f"{wanted}, but it returned {str(got['returned'])[:80]}: test the weights first (a weight below 0, "
             f"or a sum of 0, raise ValueError)")
 
