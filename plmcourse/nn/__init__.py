@@ -10,7 +10,7 @@ from plmcourse.nn.attention import (
     softmax,
     split_heads,
 )
-from plmcourse.nn.device import default_device, one_cpu_thread
+from plmcourse.nn.device import default_device, one_cpu_thread, use_one_cpu_thread
 from plmcourse.nn.transformer import (
     FeedForward,
     LearnedPositionEmbedding,
@@ -23,7 +23,7 @@ from plmcourse.nn.attention import __all__ as _attention_names
 from plmcourse.nn.transformer import __all__ as _transformer_names
 
 # The attention and transformer names are listed once, in their modules' __all__.
-__all__ = ["default_device", "one_cpu_thread", *_attention_names, *_transformer_names]
+__all__ = ["default_device", "one_cpu_thread", "use_one_cpu_thread", *_attention_names, *_transformer_names]
 
 # Pre-training objectives, tiny BERT/GPT/BART, decoding and parameter counts (notebooks 04-06).
 from plmcourse.nn.objectives import cross_entropy  # noqa: E402

@@ -10,6 +10,15 @@ def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def use_one_cpu_thread(device) -> None:
+    """For a notebook whose models are all tiny (d <= 64): run everything on one CPU thread (see
+    one_cpu_thread for why); on a GPU nothing changes. Measured on 2 cores, all threads against one
+    (bench/RESULTS.md, the course's own budget): notebook 02 54 s against 24 s, 05 30 s against 25 s,
+    14 33 s against 22 s."""
+    if torch.device(device).type == "cpu":
+        torch.set_num_threads(1)
+
+
 @contextmanager
 def one_cpu_thread(device):
     """Run the block on one CPU thread, then restore the setting; on a GPU nothing changes.
