@@ -7,8 +7,10 @@ JSON files in bench/results/, so results of benchmarks not rerun are kept.
 import sys
 import time
 
-from bench import (attention, checkpoints, claims, efficiency, gpt, grading, icl, instruct, minilm, multimodal,
-                   nanogpt, notebooks, peft, prompting, report, simcse, threads, transfer, word2vec, wordpiece)
+from bench import (attention, checkpoints, claims, distill_layers, efficiency, gpt, grading, icl, instruct,
+                   minilm, multimodal, nanogpt, notebooks, peft, peft_prompts, peft_unified, prompting,
+                   prompting_methods, report, sentence_families, simcse, threads, transfer, word2vec,
+                   wordpiece)
 
 BENCHMARKS = {
     "attention": attention.main,
@@ -22,10 +24,15 @@ BENCHMARKS = {
     "minilm": minilm.main,
     "checkpoints": checkpoints.main,
     "simcse": simcse.main,
+    "sentence_families": sentence_families.main,
     "peft": peft.main,
+    "peft_prompts": peft_prompts.main,
+    "peft_unified": peft_unified.main,
     "prompting": prompting.main,
+    "prompting_methods": prompting_methods.main,
     "icl": icl.main,
     "efficiency": efficiency.main,
+    "distill_layers": distill_layers.main,
     "instruct": instruct.main,
     "multimodal": multimodal.main,
     "transfer": transfer.main,

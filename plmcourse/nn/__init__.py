@@ -80,14 +80,23 @@ from plmcourse.nn.sentence_embeddings import (  # noqa: E402
     POOLINGS, alignment, bert_batch, cls_pool, embed, encode, info_nce_loss, max_pool, mean_pool, set_dropout,
     train_simcse, uniformity,
 )
+from plmcourse.nn.sentence_embeddings import (  # noqa: E402  (notebook 08's other families)
+    AUGMENTATIONS, AffineCoupling, Flow, apply_flow, byol_loss, ema_update, project_byol, prompt_embed, token_cutoff,
+    token_shuffle, train_byol, train_consert, train_flow,
+)
 
 __all__ += ["mean_pool", "max_pool", "cls_pool", "POOLINGS", "info_nce_loss", "alignment", "uniformity", "embed",
             "bert_batch", "encode", "set_dropout", "train_simcse"]
+__all__ += ["token_cutoff", "token_shuffle", "AUGMENTATIONS", "train_consert", "byol_loss", "ema_update",
+            "train_byol", "project_byol", "prompt_embed", "AffineCoupling", "Flow", "train_flow", "apply_flow"]
 
 # Looking inside a trained model: probes, self-similarity, attention shares (notebook 07).
 from plmcourse.nn.probing import anisotropy, attention_shares, linear_probe, self_similarity  # noqa: E402
+from plmcourse.nn.probing import control_labels, mlp_probe, selectivity_by_layer, top_directions  # noqa: E402
+from plmcourse.nn.probing import word_vectors_by_layer  # noqa: E402
 
-__all__ += ["linear_probe", "self_similarity", "anisotropy", "attention_shares"]
+__all__ += ["linear_probe", "self_similarity", "anisotropy", "attention_shares", "mlp_probe", "control_labels",
+            "selectivity_by_layer", "top_directions", "word_vectors_by_layer"]
 
 # Parameter-efficient fine-tuning (notebook 09): the methods live in plmcourse.nn.peft.
 from plmcourse.nn import peft  # noqa: E402

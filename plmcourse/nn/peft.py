@@ -14,6 +14,11 @@ here freezes the pre-trained weights and adds (or frees) a small set of paramete
                                          layer's own, through MultiHeadAttention's prefix= hook
                                          (Li and Liang 2021), optionally made by a small MLP
     SoftPrompt(bert, n_prompt)           P trainable input vectors after [CLS] (Lester et al. 2021)
+    soft_prompt_start(bert, P, init)     where they start: random, drawn words, or the class words
+    prefix_attention_as_gate(...)        He et al.'s unified view: attention over [prefix; sentence]
+                                         = (1 - λ) attention(sentence) + λ attention(prefix only)
+    ParallelAdapter, add_parallel_adapters  layer(x) + s · relu(x W_down) W_up beside the FFN
+    quantize_frozen(model)               every frozen nn.Linear stored in int8 (LoRA on it: QLoRA's idea)
 
 and the bookkeeping that goes with them:
 
@@ -55,6 +60,14 @@ __all__ = [
     "trainable_state_dict",
     "save_trainable",
     "load_trainable",
+    "PROMPT_INITS",
+    "soft_prompt_start",
+    "soft_prompt",
+    "prefix_attention_as_gate",
+    "UNIFIED_VIEW",
+    "ParallelAdapter",
+    "add_parallel_adapters",
+    "quantize_frozen",
 ]
 
 
@@ -438,3 +451,158 @@ class SoftPrompt(nn.Module):
             seen = attention_mask.new_ones(B, prompt.shape[1])  # every token sees the prompt
             attention_mask = torch.cat([attention_mask[:, :1], seen, attention_mask[:, 1:]], dim=1)
         return self.bert.from_embeddings(x, attention_mask)
+
+
+# ----------------------------------------------------------------------------
+# Prompt tuning: where the prompt starts (Lester et al. 2021, section 3.2)
+
+PROMPT_INITS = ("random", "vocabulary", "class words")
+
+
+def soft_prompt_start(bert, n_prompt, init="vocabulary", class_ids=(), seed=0, n_special=5):
+    """(P, d_model) start vectors for a SoftPrompt, in the space the embeddings' output lives in.
+
+    "random":      uniform noise, scaled to the root-mean-square size of the drawn words' vectors, so
+                   only the direction differs from the other two;
+    "vocabulary":  the vectors of P different words drawn from the vocabulary (special tokens
+                   such as [CLS] and [PAD] excluded);
+    "class words": the vectors of the class words `class_ids` first, in order, then drawn words
+                   for the rest (with P smaller than the number of classes, the first P classes).
+    The draws come from a torch.Generator seeded with `seed`, among the ids from `n_special` on
+    (the course's word tokenizers put <unk> [PAD] [CLS] [SEP] [MASK] first).
+    """
+    if init not in PROMPT_INITS:
+        raise ValueError(f"init must be one of {PROMPT_INITS}, got {init!r}.")
+    if init == "class words" and not len(class_ids):
+        raise ValueError('init="class words" needs the ids of the class words (class_ids).')
+    generator = torch.Generator().manual_seed(seed)
+    token = bert.embeddings.token.weight
+    words = n_special + torch.randperm(token.shape[0] - n_special, generator=generator)  # every real word once
+    class_ids = [int(i) for i in class_ids][:n_prompt] if init == "class words" else []
+    drawn = [int(i) for i in words if int(i) not in class_ids][: n_prompt - len(class_ids)]
+    if len(class_ids) + len(drawn) < n_prompt:
+        raise ValueError(f"{n_prompt} prompt vectors, but the vocabulary has only {len(words)} words to start from.")
+    ids = torch.tensor(class_ids + drawn, device=token.device)  # (P,)
+    with torch.no_grad():
+        start = bert.embeddings(ids[None])[0]  # (P, d) as SoftPrompt's init_ids make it
+    if init == "random":
+        rms = start.pow(2).mean().sqrt()
+        noise = torch.rand(start.shape, generator=generator).to(start) * 2 - 1  # uniform in [-1, 1)
+        start = noise * (rms / noise.pow(2).mean().sqrt())  # exactly the words' RMS
+    return start.clone()
+
+
+def soft_prompt(bert, start):
+    """A SoftPrompt whose P vectors start at `start` (P, d_model), e.g. from soft_prompt_start."""
+    prompted = SoftPrompt(bert, start.shape[0])
+    with torch.no_grad():
+        prompted.prompt.copy_(start)
+    return prompted
+
+
+# ----------------------------------------------------------------------------
+# The unified view (He, Zhou, Ma, Berg-Kirkpatrick and Neubig 2022)
+
+
+def prefix_attention_as_gate(q, k, v, prefix_k, prefix_v, mask=None):
+    """Attention over [prefix; sentence] written as a gate between two attentions (He et al., eq. 6):
+
+        out = (1 - lam) * attention(q, k, v) + lam * attention(q, prefix_k, prefix_v)
+        lam = sum_i exp(q·pk_i / √d) / (sum_i exp(q·pk_i / √d) + sum_j allowed exp(q·k_j / √d))
+
+    lam(x) is the share of the query's attention that falls on the prefix. The second term does
+    not depend on the sentence's keys: prefix tuning adds a change Δh = attention(q, P_k, P_v) to
+    the head's output, mixed in by lam, like an adapter parallel to the head.
+    q (B, H, L_q, d), k (B, H, L_k, d), v (B, H, L_k, d_v), prefix_k (B or 1, H, P, d),
+    prefix_v (B or 1, H, P, d_v), mask (bool, broadcastable to (B, H, L_q, L_k), True = allowed).
+    Returns (out (B, H, L_q, d_v), lam (B, H, L_q, 1)).
+    """
+    from plmcourse.nn.attention import scaled_dot_product_attention
+
+    scale = 1 / math.sqrt(q.shape[-1])
+    text_scores = q @ k.transpose(-2, -1) * scale  # (B, H, L_q, L_k)
+    prefix_scores = q @ prefix_k.transpose(-2, -1) * scale  # (B, H, L_q, P)
+    if mask is not None:
+        text_scores = text_scores.masked_fill(~mask, float("-inf"))
+    # log of each softmax denominator; lam = e^a / (e^a + e^b) = sigmoid(a - b), stable for any size
+    text_mass = torch.logsumexp(text_scores, dim=-1, keepdim=True)  # (B, H, L_q, 1); -inf: no key allowed
+    prefix_mass = torch.logsumexp(prefix_scores, dim=-1, keepdim=True)  # (B, H, L_q, 1)
+    lam = torch.sigmoid(prefix_mass - text_mass)  # 1 when the query may see no word
+    B = q.shape[0]
+    original, _ = scaled_dot_product_attention(q, k, v, mask, impl="explicit")  # zeros where no key is allowed
+    prefix_only, _ = scaled_dot_product_attention(q, prefix_k.expand(B, -1, -1, -1),
+                                                  prefix_v.expand(B, -1, -1, -1), impl="explicit")
+    return (1 - lam) * original + lam * prefix_only, lam
+
+
+# The four design axes of He et al.'s Table 1 (and prompt tuning, which their table leaves out):
+# Δh = f(x W_down) W_up, added to a hidden state h with a scale s.
+UNIFIED_VIEW = {
+    "prefix tuning": {"Δh": "softmax(x W_q P_kᵀ) P_v", "f": "softmax", "inserted at": "attention heads",
+                      "form": "parallel", "composition": "gated: (1 - λ) h + λ Δh"},
+    "adapter": {"Δh": "gelu(h W_down) W_up", "f": "gelu (ReLU in He et al.)", "inserted at": "attention and FFN outputs",
+                "form": "sequential", "composition": "h + Δh"},
+    "LoRA": {"Δh": "x W_down W_up", "f": "identity", "inserted at": "W_q, W_v (attention inputs)",
+             "form": "parallel", "composition": "h + s Δh, s = α / r"},
+    "parallel adapter, scaled": {"Δh": "relu(x W_down) W_up", "f": "ReLU", "inserted at": "FFN",
+                                 "form": "parallel", "composition": "h + s Δh"},
+    "prompt tuning": {"Δh": "(P new input vectors)", "f": "-", "inserted at": "the input only",
+                      "form": "-", "composition": "concatenated, not added"},
+}
+
+
+class ParallelAdapter(nn.Module):
+    """A sub-layer with an adapter beside it, reading the same input: layer(x) + s · relu(x W_down) W_up.
+
+    He et al.'s "scaled parallel adapter": the adapter's form (a bottleneck with a non-linearity),
+    LoRA's position (parallel, not after the layer) and LoRA's scale s. `up` starts at zero, so the
+    wrapped layer starts as it was.
+    """
+
+    def __init__(self, layer: nn.Module, d_model: int, bottleneck: int, scale: float = 4.0):
+        super().__init__()
+        self.layer = layer
+        self.scale = scale
+        self.down = nn.Linear(d_model, bottleneck)
+        self.up = nn.Linear(bottleneck, d_model)
+        nn.init.zeros_(self.up.weight)
+        nn.init.zeros_(self.up.bias)
+
+    def forward(self, x):
+        """x (..., d_model) -> (..., d_model)."""
+        return self.layer(x) + self.scale * self.up(torch.relu(self.down(x)))  # (..., m) inside
+
+
+def add_parallel_adapters(model, bottleneck=8, scale=4.0):
+    """A scaled parallel adapter beside the feed-forward of every block; returns the wrapped names."""
+    names = []
+    for name, block in _blocks(model):
+        like = block.norm1.weight
+        block.ff = ParallelAdapter(block.ff, block.norm1.normalized_shape[0], bottleneck, scale).to(
+            dtype=like.dtype, device=like.device)
+        names.append(f"{name}.ff")
+    return names
+
+
+# ----------------------------------------------------------------------------
+# LoRA on a quantized base (the idea of QLoRA, Dettmers et al. 2023, with notebook 12's int8)
+
+
+def quantize_frozen(model, per_channel=True):
+    """Store every frozen nn.Linear of `model` in int8 (plmcourse.nn.quantization.QuantizedLinear,
+    dequantized on the fly in each forward); layers with anything trainable stay float.
+
+    Call it after the PEFT method is in place: the base layers inside LoRALinear and QKVLoRA are
+    frozen and become int8, while A, B and the new head train in float32. Gradients still flow
+    through the int8 layers to the activations below them; only their weights get none.
+    Returns the names of the quantized layers. (QKVLoRA.merge needs the float weight back.)
+    """
+    from plmcourse.nn.quantization import QuantizedLinear
+
+    names = []
+    for name, module in list(model.named_modules()):
+        for child_name, child in list(module.named_children()):
+            if isinstance(child, nn.Linear) and not any(p.requires_grad for p in child.parameters()):
+                setattr(module, child_name, QuantizedLinear(child, per_channel))
+                names.append(f"{name}.{child_name}" if name else child_name)
+    return names

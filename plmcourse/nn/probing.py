@@ -3,6 +3,13 @@
     linear_probe       how much of a property can a *linear* classifier read off some vectors?
                        (Tenney et al. 2019, Hewitt & Liang 2019: keep the probe simple, so that
                        the accuracy measures the vectors, not the probe)
+    mlp_probe          the same with one hidden layer: a more expressive probe
+    control_labels     Hewitt & Liang's control task: one fixed random label per word type;
+                       selectivity = accuracy on the task - accuracy on its control
+    selectivity_by_layer  both accuracies and their difference, for every layer
+    top_directions     vectors cut to their k main directions (less room for a probe)
+    word_vectors_by_layer  every layer's vector of one word per sentence, for a word-level
+                       tokenizer (the course's tiny BERT; notebook 07's embryology)
     self_similarity    how alike are one word's vectors in different sentences? (Ethayarajh 2019)
     anisotropy         how alike are the vectors of *different* words? The baseline to subtract:
                        in a narrow cone every pair of vectors looks similar
@@ -21,7 +28,9 @@ import torch.nn.functional as F
 
 from plmcourse.nn.device import one_cpu_thread
 
-__all__ = ["linear_probe", "self_similarity", "anisotropy", "attention_shares"]
+__all__ = ["linear_probe", "mlp_probe", "control_labels", "selectivity_by_layer", "top_directions",
+           "word_vectors_by_layer", "self_similarity",
+           "anisotropy", "attention_shares"]
 
 
 def _as_tensor(x):
@@ -91,6 +100,135 @@ def linear_probe(train_x, train_y, test_x, test_y, weight_decay=1e-2, steps=100,
     with torch.no_grad():
         predictions = (test_x @ W + b).argmax(dim=-1)
     return (predictions == test_t).float().mean().item()
+
+
+def mlp_probe(train_x, train_y, test_x, test_y, hidden=128, weight_decay=1e-3, steps=150, lr=1e-2, seed=0):
+    """Like linear_probe, with one hidden layer of `hidden` ReLU units: a more expressive probe.
+
+    The probe is x -> relu(x W1 + b1) W2 + b2 on standardised features (train statistics),
+    trained full batch with Adam (rate lr) for exactly `steps` steps on mean cross-entropy +
+    weight_decay * (sum(W1 ** 2) + sum(W2 ** 2)). The loss is not convex: `seed` decides
+    the initial weights (nn.Linear's uniform scale) and so, slightly, the result. A fixed
+    number of steps keeps its cost known (about 10 times a linear probe's).
+    Returns the test accuracy, a float in [0, 1]; deterministic for a seed on the CPU.
+    """
+    train_x, test_x = _as_tensor(train_x), _as_tensor(test_x)
+    device = train_x.device
+    test_x = test_x.to(device)
+    train_t, test_t, n_classes = _encode_labels(train_y, test_y)
+    train_t, test_t = train_t.to(device), test_t.to(device)
+    mean, std = train_x.mean(dim=0), train_x.std(dim=0).clamp(min=1e-6)
+    train_x, test_x = (train_x - mean) / std, (test_x - mean) / std
+
+    generator = torch.Generator().manual_seed(seed)
+    d = train_x.shape[1]
+
+    def uniform(*shape, fan_in):  # nn.Linear's initialisation, drawn from our generator
+        return ((torch.rand(*shape, generator=generator) * 2 - 1) / fan_in ** 0.5).to(device).requires_grad_(True)
+
+    W1, b1 = uniform(d, hidden, fan_in=d), uniform(hidden, fan_in=d)
+    W2, b2 = uniform(hidden, n_classes, fan_in=hidden), uniform(n_classes, fan_in=hidden)
+    optimizer = torch.optim.Adam([W1, b1, W2, b2], lr=lr)
+
+    def logits(x):
+        return torch.relu(x @ W1 + b1) @ W2 + b2  # (N, d) -> (N, hidden) -> (N, n_classes)
+
+    with one_cpu_thread(device):
+        for _ in range(steps):
+            loss = F.cross_entropy(logits(train_x), train_t) + weight_decay * ((W1 ** 2).sum() + (W2 ** 2).sum())
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    with torch.no_grad():
+        predictions = logits(test_x).argmax(dim=-1)
+    return (predictions == test_t).float().mean().item()
+
+
+def control_labels(words, labels, seed=0):
+    """Hewitt & Liang's (2019) control task: the same examples, each word type with one random label.
+
+    words (N,): the word of each example (its type); labels (N,): the real task's labels.
+    Every distinct word gets one label, drawn independently from the real labels' empirical
+    distribution (their frequencies in `labels`) with numpy.random.default_rng(seed); every
+    example of that word then carries it. Types are visited in sorted order, so the result
+    depends on the set of words and the seed, not on the order of the examples.
+    A probe can only solve this task by remembering words: its accuracy on a test set
+    measures what the probe memorises. Returns a list of N labels.
+    """
+    words, labels = list(words), list(labels)
+    if len(words) != len(labels):
+        raise ValueError(f"{len(words)} words for {len(labels)} labels")
+    classes, counts = np.unique(np.asarray(labels), return_counts=True)
+    rng = np.random.default_rng(seed)
+    types = sorted(set(words))
+    drawn = rng.choice(len(classes), size=len(types), p=counts / counts.sum())
+    label_of = {w: classes[i].item() for w, i in zip(types, drawn)}
+    return [label_of[w] for w in words]
+
+
+def selectivity_by_layer(train_x, train_y, train_words, test_x, test_y, test_words, probe=None, seed=0):
+    """A probe's accuracy on the task and on its control task, layer by layer (Hewitt & Liang 2019).
+
+    train_x (N, L, d), test_x (M, L, d): vectors of every layer; *_y: the task's labels;
+    *_words: each example's word type. The control labels come from
+    control_labels(train_words + test_words, train_y + test_y, seed): one random label per
+    word, drawn from the task's label frequencies, shared by train and test. probe is
+    linear_probe (default) or mlp_probe, called with seed=seed.
+    Returns (task accuracy, control accuracy, selectivity = task - control), each (L,).
+    """
+    probe = linear_probe if probe is None else probe
+    train_y, test_y = list(train_y), list(test_y)
+    control = control_labels(list(train_words) + list(test_words), train_y + test_y, seed=seed)
+    control_train, control_test = control[:len(train_y)], control[len(train_y):]
+    task = np.array([probe(train_x[:, l], train_y, test_x[:, l], test_y, seed=seed) for l in range(train_x.shape[1])])
+    memory = np.array([probe(train_x[:, l], control_train, test_x[:, l], control_test, seed=seed)
+                       for l in range(train_x.shape[1])])
+    return task, memory, task - memory
+
+
+def top_directions(train_x, test_x, k):
+    """Both sets of vectors projected onto the k directions in which train_x varies most.
+
+    train_x (N, d), test_x (M, d) -> (N, k), (M, k): centred with train_x's mean, then
+    multiplied by the top k right singular vectors of the centred train_x (its first k
+    principal components). Fewer directions leave a probe less room: a way to set how much
+    it can memorise. Only train_x decides the directions, so the test set does not leak in.
+    """
+    train_x, test_x = _as_tensor(train_x), _as_tensor(test_x).to(_as_tensor(train_x).device)
+    if not 1 <= k <= min(train_x.shape):
+        raise ValueError(f"k must be between 1 and {min(train_x.shape)}, got {k}")
+    mean = train_x.mean(dim=0)
+    _, _, Vt = torch.linalg.svd(train_x - mean, full_matrices=False)  # Vt: (min(N, d), d)
+    directions = Vt[:k].T  # (d, k)
+    return (train_x - mean) @ directions, (test_x - mean) @ directions
+
+
+def word_vectors_by_layer(bert, tokenizer, sentences, positions, device=None, batch_size=256):
+    """Every layer's vector of one word per sentence, for a word-level tokenizer (one id per word).
+
+    bert: a plmcourse.nn.Bert (or BertForPreTraining, whose .bert is used); tokenizer: a
+    data.WordTokenizer with "[CLS]", "[SEP]" and "[PAD]". sentences: lists of words;
+    positions[i]: the index of the word wanted in sentences[i]. Each sentence is packed as
+    [CLS] words [SEP] (segment 0), so word j sits at position j + 1.
+    Returns a float32 CPU tensor (N, n_layers + 1, d): index 0 the embedding layer's output.
+    """
+    bert = getattr(bert, "bert", bert)
+    device = next(bert.parameters()).device if device is None else torch.device(device)
+    cls, sep, pad = (tokenizer.stoi[t] for t in ("[CLS]", "[SEP]", "[PAD]"))
+    out = []
+    for start in range(0, len(sentences), batch_size):
+        chunk = sentences[start:start + batch_size]
+        T = max(len(s) for s in chunk) + 2
+        ids = torch.full((len(chunk), T), pad, dtype=torch.long)
+        for row, words in enumerate(chunk):
+            ids[row, :len(words) + 2] = torch.as_tensor([cls, *tokenizer.encode(words).tolist(), sep])
+        ids = ids.to(device)
+        with torch.no_grad():
+            layers = bert.all_layers(ids, torch.zeros_like(ids), ids != pad)  # n_layers + 1 of (B, T, d)
+        rows = torch.arange(len(chunk), device=device)
+        cols = torch.as_tensor([p + 1 for p in positions[start:start + batch_size]], device=device)
+        out.append(torch.stack([h[rows, cols] for h in layers], dim=1).float().cpu())  # (B, L + 1, d)
+    return torch.cat(out)
 
 
 # ----------------------------------------------------------------------------

@@ -7,6 +7,12 @@
     quantize_linears(model, per_channel=True)  every nn.Linear of a model replaced, in place
     model_bytes(model)                         what the parameters and buffers take in memory
 
+Not every layer takes the same bits (Q-BERT, Shen et al. 2020):
+
+    quantize_blocks(model, bits, dim=0)        a copy whose block i's matrices are rounded to bits[i] bits
+    top_hessian_eigenvalue(loss_fn, params)    the Hessian's largest eigenvalue, by power iteration
+    assign_bits(sensitivity, bits)             the most sensitive layer gets the most bits
+
 Weight-only quantization: the weights are stored in 8 bits (4x smaller than float32) and
 turned back into floating point when used, so the arithmetic is still float; PyTorch's
 dynamic quantization (torch.ao.quantization.quantize_dynamic) also quantizes the
@@ -15,11 +21,14 @@ activations on the fly and multiplies in int8, which is where its speed comes fr
 
 from __future__ import annotations
 
+import copy
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["quantize_int8", "dequantize", "fake_quantize", "QuantizedLinear", "quantize_linears", "model_bytes"]
+__all__ = ["quantize_int8", "dequantize", "fake_quantize", "QuantizedLinear", "quantize_linears", "model_bytes",
+           "quantize_blocks", "top_hessian_eigenvalue", "assign_bits"]
 
 
 def quantize_int8(w, dim=None):
@@ -94,3 +103,61 @@ def model_bytes(model):
             seen.add(tensor.data_ptr())
             total += tensor.numel() * tensor.element_size()
     return total
+
+
+# ----------------------------------------------------------------------------
+# Mixed precision (Q-BERT): more bits where the loss is sharp.
+
+
+def quantize_blocks(model, bits, dim=0):
+    """A copy of `model` whose transformer block i has its matrices (2-D weights) rounded to
+    bits[i] bits with fake_quantize (per output row with dim=0); bits[i] = None keeps block i in
+    float. Embeddings, LayerNorms, biases and heads outside the blocks stay as they are."""
+    blocks = getattr(model, "bert", model).blocks  # a GPT's, a BERT's or a classifier's BERT's
+    if len(bits) != len(blocks):
+        raise ValueError(f"one entry of bits per block: {len(blocks)} blocks, got {len(bits)}.")
+    model = copy.deepcopy(model)
+    with torch.no_grad():
+        for block, b in zip(getattr(model, "bert", model).blocks, bits):
+            for weight in (p for p in block.parameters() if p.dim() == 2):
+                if b is not None:
+                    weight.copy_(fake_quantize(weight, b, dim))
+    return model
+
+
+def _dot(xs, ys):
+    return sum((x * y).sum() for x, y in zip(xs, ys))
+
+
+def top_hessian_eigenvalue(loss_fn, params, iterations=10, generator=None):
+    """The eigenvalue of largest magnitude of the Hessian of loss_fn() with respect to `params`
+    (the block of the Hessian that belongs to them), by power iteration: v <- Hv / |Hv|.
+
+    Hv is a Hessian-vector product: the gradient of (gradient · v), two backward passes and never
+    the Hessian itself. Returns the Rayleigh quotient vᵀHv at the last step (a float). Q-BERT ranks
+    layers by it: a large top eigenvalue means a sharp loss, where rounding the weights costs most.
+    """
+    params = list(params)
+    grads = torch.autograd.grad(loss_fn(), params, create_graph=True)  # keeps the graph for Hv
+    v = [torch.randn(p.shape, generator=generator, dtype=p.dtype).to(p.device) for p in params]
+    eigenvalue = 0.0
+    for _ in range(iterations):
+        norm = _dot(v, v).sqrt()
+        v = [x / norm for x in v]
+        hv = torch.autograd.grad(grads, params, grad_outputs=v, retain_graph=True)  # H v
+        eigenvalue = _dot(hv, v).item()  # vᵀ H v, with |v| = 1
+        v = [x.detach() for x in hv]
+    return eigenvalue
+
+
+def assign_bits(sensitivity, bits):
+    """Q-BERT's rule: hand out the bit widths `bits` (one per layer) so that the most sensitive
+    layer gets the most bits, the next the next most, and so on. Returns one width per layer, in
+    the layers' order; the average is the average of `bits`, whatever the sensitivities."""
+    if len(sensitivity) != len(bits):
+        raise ValueError(f"one bit width per layer: {len(sensitivity)} layers, {len(bits)} widths.")
+    order = sorted(range(len(sensitivity)), key=lambda i: -sensitivity[i])  # most sensitive first
+    assigned = [0] * len(bits)
+    for layer, b in zip(order, sorted(bits, reverse=True)):
+        assigned[layer] = b
+    return assigned
