@@ -632,7 +632,8 @@ def _run_search(package: Path, names: list, seconds: float) -> Search:
             "search_worker(sys.argv[1], sys.argv[2].split(','), float(sys.argv[3]), int(sys.argv[4]))")
     read, write = os.pipe()
     with scratch_folder("plmcourse-search-") as scratch:
-        env = {**os.environ, "HOME": str(scratch), "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
+        # TMPDIR too: whatever a candidate writes (torch's compile cache, say) goes with the scratch folder.
+        env = {**os.environ, "HOME": str(scratch), "TMPDIR": str(scratch), "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
         for name in ("PLMCOURSE_JUDGE_FD", "PLMCOURSE_JUDGE_SOCKET"):
             env.pop(name, None)
         with open(scratch / "stderr.txt", "wb") as errors:

@@ -57,7 +57,7 @@ class _Enough(Exception):
     """Raised inside the training loop once the last snapshot wanted has been taken."""
 
 
-def snapshot_state_dicts(steps=SNAPSHOT_STEPS, upto=None, progress=False):
+def snapshot_state_dicts(*, steps=SNAPSHOT_STEPS, upto=None, progress=False):
     """Rerun tiny-bert's pre-training and return ({step: state_dict}, tokenizer, config).
 
     A snapshot at step s holds the weights after s optimiser updates (0 = before any).
@@ -106,7 +106,7 @@ def _half(state_dict):
     return {k: v.half().float() if v.is_floating_point() else v for k, v in state_dict.items()}
 
 
-def build_snapshots(out_dir=None, progress=True) -> Path:
+def build_snapshots(*, out_dir=None, progress=True) -> Path:
     """Rerun tiny-bert's recipe, keep SNAPSHOT_STEPS, write <out_dir>/tiny-bert-embryo.safetensors.
 
     out_dir defaults to plmcourse/pretrained/weights/. Tensors are named "step0300.bert...."
