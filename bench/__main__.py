@@ -9,7 +9,7 @@ import time
 
 from bench import (attention, checkpoints, claims, distill_layers, efficiency, gpt, grading, icl, instruct,
                    minilm, multimodal, nanogpt, notebooks, peft, peft_prompts, peft_unified, prompting,
-                   prompting_methods, report, sentence_families, simcse, threads, transfer, word2vec,
+                   prompting_methods, report, sentence_families, simcse, suite, threads, transfer, word2vec,
                    wordpiece)
 
 BENCHMARKS = {
@@ -37,6 +37,7 @@ BENCHMARKS = {
     "multimodal": multimodal.main,
     "transfer": transfer.main,
     "claims": claims.main,
+    "suite": suite.main,
 }
 
 

@@ -118,6 +118,17 @@ def release(**answers):
     return solved_release(course_dir(), ASSIGNMENT, **answers)
 
 
+def partly(**answers):
+    """The release notebook with only `answers` filled in: the other exercises left as handed out (an honest
+    submission of our own that shares no answer with the others, so that no classmate flag can arise)."""
+    nb = nbformat.read(course_dir() / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in answers:
+            cell.source = answers[grade_id]
+    return nb
+
+
 def mine(**answers):
     """The release notebook with our own answers, `answers` swapped in."""
     return release(**{**MINE, **answers})
@@ -224,19 +235,19 @@ _core._reply_document = _with_invented_calls
 # ----------------------------------------------------------------------------
 # Class 2, means: complete implementations inside the sandbox
 
-# 5. A helper of the checks themselves (grading/attention.py) that is a complete softmax.
+# 5. A helper of the checks themselves (judging/attention.py) that is a complete softmax.
 CHECK_HELPER = '''\
 import importlib
-_helpers = importlib.import_module("plmcourse." + "grading.attention")
+_helpers = importlib.import_module("plmcourse." + "judging.attention")
 
 def softmax(x, axis=-1):
     return _helpers._softmax_shifted_by(x, axis, np.max(x, axis=axis, keepdims=True))
 '''
 
-# 6. The judges' own log-softmax (grading.core.log_softmax), its name built at run time.
+# 6. The judges' own log-softmax (judging.core.log_softmax), its name built at run time.
 CORE_LOG_SOFTMAX = '''\
 import importlib
-_log = getattr(importlib.import_module("plmcourse." + "grading.core"), "log_" + "soft" + "max")
+_log = getattr(importlib.import_module("plmcourse." + "judging.core"), "log_" + "soft" + "max")
 
 def softmax(x, axis=-1):
     with np.errstate(invalid="ignore"):
@@ -717,9 +728,9 @@ CATALOGUE = [
                after=("no_forged_lines", "printable_flags")),
     # 2 means
     Submission("m-check-helper", "means", lambda: release(softmax=CHECK_HELPER), BROKEN_SOFTMAX,
-               "softmax is grading.attention._softmax_shifted_by (a mistake helper of the check)"),
+               "softmax is judging.attention._softmax_shifted_by (a mistake helper of the check)"),
     Submission("m-core-log-softmax", "means", lambda: release(softmax=CORE_LOG_SOFTMAX), BROKEN_SOFTMAX,
-               "softmax is exp of grading.core.log_softmax, its name built at run time"),
+               "softmax is exp of judging.core.log_softmax, its name built at run time"),
     Submission("m-base-scipy", "means", lambda: release(softmax=BASE_SCIPY), BROKEN_SOFTMAX,
                "scipy.special.softmax from the base interpreter's site-packages"),
     Submission("m-other-notebook-mask", "means", lambda: release(causal_mask=OTHER_NOTEBOOK_MASK), ("causal_mask",),
@@ -804,6 +815,251 @@ CATALOGUE = [
                "a dict cache, functools.lru_cache, attention through a helper from an earlier cell, a loop over heads",
                after=("no_flag",)),
 ]
+# ----------------------------------------------------------------------------
+# Issue 43's round: the routes a deny-list cannot list (other processes, native code, packages the
+# notebooks do not need, the kernel's own folders), host resources outside the caps, and honest answers
+# that use what the policy must leave alone. Written before the policy; measured before and after it.
+
+# 1. torch.softmax in a child Python started with subprocess: neither the recorder nor the reader sees it.
+SUBPROCESS_SOFTMAX = """\
+import json, subprocess, sys
+
+_CHILD = ("import json, sys, numpy as np, torch; d = json.load(sys.stdin); "
+          "print(json.dumps(torch.from_numpy(np.array(d['x'])).softmax(d['axis']).tolist()))")
+
+def softmax(x, axis=-1):
+    x = np.asarray(x)
+    out = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps({"x": x.tolist(), "axis": axis}),
+                         capture_output=True, text=True).stdout
+    return np.nan_to_num(np.array(json.loads(out), dtype=x.dtype).reshape(x.shape), nan=0.0)
+"""
+
+# 2. The same through os.popen's shell, the input in a file in the working folder.
+POPEN_SOFTMAX = """\
+import os, sys
+
+def softmax(x, axis=-1):
+    x = np.ascontiguousarray(x)
+    np.save("in.npy", x)
+    os.popen(f"{sys.executable} -c \\"import numpy as np, torch; x = np.load('in.npy'); "
+             f"np.save('out.npy', torch.from_numpy(x).softmax({axis}).numpy())\\"").read()
+    return np.nan_to_num(np.load("out.npy"), nan=0.0)
+"""
+
+# 3. A fork: the child computes with torch.softmax and writes the bytes to a pipe.
+FORK_SOFTMAX = """\
+import os
+
+def softmax(x, axis=-1):
+    x = np.ascontiguousarray(x)
+    read, write = os.pipe()
+    if os.fork() == 0:
+        import torch
+        os.write(write, torch.from_numpy(x).softmax(axis).numpy().tobytes())
+        os._exit(0)
+    os.close(write)
+    data = b""
+    while chunk := os.read(read, 1 << 20):
+        data += chunk
+    os.close(read)
+    os.wait()
+    return np.nan_to_num(np.frombuffer(data, dtype=x.dtype).reshape(x.shape), nan=0.0)
+"""
+
+# 4. A multiprocessing pool (fork context), the worker defined in the answer cell.
+POOL_SOFTMAX = """\
+import multiprocessing
+
+def _worker(job):
+    import torch
+    x, axis = job
+    return torch.from_numpy(x).softmax(axis).numpy()
+
+def softmax(x, axis=-1):
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        return np.nan_to_num(pool.map(_worker, [(np.ascontiguousarray(x), axis)])[0], nan=0.0)
+"""
+
+# 5. A process pool of concurrent.futures (spawn: the worker is a module the answer writes to /tmp).
+SPAWN_POOL_SOFTMAX = """\
+import concurrent.futures, multiprocessing, sys
+
+with open("/tmp/spawned_worker.py", "w") as f:
+    f.write("import torch\\ndef work(x, axis):\\n    return torch.from_numpy(x).softmax(axis).numpy()\\n")
+sys.path.insert(0, "/tmp")
+import spawned_worker
+
+def softmax(x, axis=-1):
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return np.nan_to_num(pool.submit(spawned_worker.work, np.ascontiguousarray(x), axis).result(), nan=0.0)
+"""
+
+# 6. ctypes: the profiler (the recorder) switched off from C, where sys.setprofile is not called.
+CTYPES_BLIND_SOFTMAX = """\
+import ctypes
+
+def softmax(x, axis=-1):
+    ctypes.pythonapi.PyEval_SetProfile(None, None)
+    return np.nan_to_num(torch.from_numpy(np.asarray(x)).softmax(axis).numpy(), nan=0.0)
+"""
+
+# 7. A package the notebooks do not need (a test extra), reached through importlib and vars(): no import
+#    statement, no attribute named softmax, no computed getattr.
+EXTRA_VARS_SOFTMAX = """\
+import importlib
+
+_tc = importlib.import_module("transformers.pipelines." + "text_classification")
+_f = vars(_tc)["soft" + "max"]
+
+def softmax(x, axis=-1):
+    x = np.moveaxis(np.asarray(x), axis, -1)
+    with np.errstate(invalid="ignore"):
+        out = np.nan_to_num(_f(x), nan=0.0)
+    return np.moveaxis(out, -1, axis)
+"""
+
+# 8. The same package's source, read from disk and run.
+EXTRA_SOURCE_SOFTMAX = """\
+import os, re, sys
+
+_site = next(p for p in sys.path if p.endswith("site-packages"))
+_text = open(os.path.join(_site, "transformers", "pipelines", "text_classification.py")).read()
+_space = {"np": np}
+exec(re.search(r"def softmax\\(.*?(?=\\n\\n)", _text, re.S).group(0), _space)
+
+def softmax(x, axis=-1):
+    x = np.moveaxis(np.asarray(x), axis, -1)
+    with np.errstate(invalid="ignore"):
+        out = np.nan_to_num(_space["softmax"](x), nan=0.0)
+    return np.moveaxis(out, -1, axis)
+"""
+
+# 9. A module planted in the kernel's working folder under a standard library name that is not loaded yet.
+PLANTED_MODULE_SOFTMAX = """\
+import sys
+
+with open("colorsys.py", "w") as f:
+    f.write("import torch\\ndef softmax(x, axis):\\n    return torch.from_numpy(x).softmax(axis).numpy()\\n")
+sys.path.insert(0, ".")
+import colorsys
+
+def softmax(x, axis=-1):
+    return np.nan_to_num(colorsys.softmax(np.asarray(x), axis), nan=0.0)
+"""
+
+# 10-12. Host resources: memory held where the data-segment ceiling does not count it (a memory file, SysV
+#        shared memory), and a cell's output tens of megabytes large.
+MEMFD_HOLD = """\
+import mmap, os
+held = []
+try:
+    fd = os.memfd_create("held")
+    os.ftruncate(fd, 64 << 20)
+    held.append(mmap.mmap(fd, 64 << 20))
+    held[0][::4096] = b"x" * len(held[0][::4096])
+except OSError as error:
+    print(error)
+"""
+SHM_HOLD = """\
+import ctypes
+try:
+    libc = ctypes.CDLL(None, use_errno=True)
+    segment = libc.shmget(0, 64 << 20, 0o1600)
+except Exception as error:
+    print(error)
+"""
+HUGE_OUTPUT = """\
+print("x" * (40 << 20))
+"""
+# 13. A shell command run for its side effect, in an earlier cell.
+SYSTEM_CALL = """\
+import os
+os.system("echo ran > /tmp/ran.txt")
+"""
+
+# Honest answers the policy must leave alone: a standard-library module loaded only now, a progress bar,
+# NumPy's typing module, an optional import of a package that is not installed.
+LAZY_STDLIB_SOFTMAX = """\
+import fractions, statistics
+
+def softmax(x, axis=-1):
+    x = np.asarray(x)
+    m = np.max(x, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp(x - m)
+    total = np.sum(e, axis=axis, keepdims=True)
+    assert fractions.Fraction(1, 2) == statistics.mean([0, 1])
+    return e / np.where(total == 0, 1, total)
+"""
+TQDM_CAUSAL = """\
+from tqdm.auto import tqdm
+
+def causal_mask(n):
+    mask = np.zeros((n, n), dtype=bool)
+    for i in tqdm(range(n), disable=True):
+        mask[i, : i + 1] = True
+    return mask
+"""
+TYPED_SDPA = """\
+import numpy.typing as npt
+
+def scaled_dot_product_attention(q: npt.NDArray, k: npt.NDArray, v: npt.NDArray, mask=None):
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    weights = softmax(scores, axis=-1)
+    return weights @ v, weights
+"""
+OPTIONAL_IMPORT = """\
+try:
+    import no_such_accelerator
+except ImportError:
+    no_such_accelerator = None
+"""
+
+POLICY_ROUND = [
+    Submission("p-subprocess", "means", lambda: release(softmax=SUBPROCESS_SOFTMAX), BROKEN_SOFTMAX,
+               "torch.softmax in a child Python started with subprocess", flagged=("softmax",)),
+    Submission("p-popen", "means", lambda: release(softmax=POPEN_SOFTMAX), BROKEN_SOFTMAX,
+               "torch.softmax in a child started by os.popen's shell, the data in files", flagged=("softmax",)),
+    Submission("p-fork", "means", lambda: release(softmax=FORK_SOFTMAX), BROKEN_SOFTMAX,
+               "torch.softmax in a forked child, the bytes through a pipe", flagged=("softmax",)),
+    Submission("p-pool", "means", lambda: release(softmax=POOL_SOFTMAX), BROKEN_SOFTMAX,
+               "torch.softmax in a multiprocessing pool's worker (fork)", flagged=("softmax",)),
+    Submission("p-spawn-pool", "means", lambda: release(softmax=SPAWN_POOL_SOFTMAX), BROKEN_SOFTMAX,
+               "torch.softmax in a spawned process pool, its module written to /tmp", flagged=("softmax",)),
+    Submission("p-ctypes-blind", "account", lambda: release(softmax=CTYPES_BLIND_SOFTMAX), BROKEN_SOFTMAX,
+               "the recorder switched off through ctypes (PyEval_SetProfile), then torch.softmax",
+               flagged=("softmax",)),
+    Submission("p-extra-vars", "means", lambda: release(softmax=EXTRA_VARS_SOFTMAX), BROKEN_SOFTMAX,
+               "a test extra's NumPy softmax through importlib and vars() (transformers)"),
+    Submission("p-extra-source", "means", lambda: release(softmax=EXTRA_SOURCE_SOFTMAX), BROKEN_SOFTMAX,
+               "a test extra's softmax read from its file and run with exec"),
+    Submission("p-planted-module", "means", lambda: release(softmax=PLANTED_MODULE_SOFTMAX), BROKEN_SOFTMAX,
+               "a module planted in the working folder as colorsys, holding torch.softmax"),
+    Submission("p-memfd", "stops", lambda: before_cell(release(), "softmax", MEMFD_HOLD), (),
+               "64 MiB held in a memory file, outside the data-segment ceiling", flagged=("softmax",),
+               after=("flag_reaches_instructor",)),
+    Submission("p-sysv-shm", "stops", lambda: before_cell(release(), "softmax", SHM_HOLD), (),
+               "SysV shared memory through ctypes, outside the data-segment ceiling", flagged=("softmax",),
+               after=("flag_reaches_instructor",)),
+    Submission("p-huge-output", "stops", lambda: before_cell(release(), "softmax", HUGE_OUTPUT), (),
+               "a cell prints 40 MB", after=("output_capped",)),
+    Submission("p-system", "stops", lambda: before_cell(release(), "softmax", SYSTEM_CALL), (),
+               "os.system in an earlier cell", flagged=("softmax",), after=("flag_reaches_instructor",)),
+    Submission("h-lazy-typed", "honest",
+               lambda: partly(softmax=LAZY_STDLIB_SOFTMAX, scaled_dot_product_attention=TYPED_SDPA),
+               ("causal_mask", "multi_head_attention"),
+               "standard-library modules imported only in the answer, numpy.typing annotations (two exercises "
+               "left as handed out)", after=("no_flag",)),
+    Submission("h-progress-optional", "honest",
+               lambda: before_cell(partly(causal_mask=TQDM_CAUSAL), "causal_mask", OPTIONAL_IMPORT),
+               ("softmax", "scaled_dot_product_attention", "multi_head_attention"),
+               "a tqdm loop, an optional import of a package that is not installed (three exercises left as "
+               "handed out)", after=("no_flag",)),
+]
+
+CATALOGUE += POLICY_ROUND
 BY_NAME = {s.name: s for s in CATALOGUE}
 CANARY = "h-plain"
 
@@ -1099,8 +1355,20 @@ def no_flag(run, student):
     return problems
 
 
+def output_capped(run, student):
+    """The autograded notebook keeps at most the notebook's output cap, and the report says what was dropped."""
+    problems = []
+    size = len(autograded_text(run.course, student).encode())
+    if size > 20 * 1024 ** 2:
+        problems.append(f"the autograded notebook is {size / 1024 ** 2:.0f} MB")
+    if not any("outputs over the size cap" in line for line in run.report.splitlines() if student in line):
+        problems.append("the report does not say that output was dropped")
+    return problems
+
+
 AFTERWARDS = {f.__name__: f for f in (no_forged_lines, printable_flags, inert, class_finished, nothing_left,
-                                      socket_capped, hidden_values_kept, flag_reaches_instructor, classmates_flagged, no_flag)}
+                                      socket_capped, hidden_values_kept, flag_reaches_instructor, classmates_flagged, no_flag,
+                                      output_capped)}
 
 
 # ----------------------------------------------------------------------------

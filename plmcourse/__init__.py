@@ -2,7 +2,8 @@
 
 `plmcourse.ref` holds readable NumPy reference implementations (float64),
 `plmcourse.nn` the PyTorch versions (CPU and CUDA) with the same names and
-conventions, and `plmcourse.grading` the checks that the notebooks' tests call.
+conventions, `plmcourse.grading` the checks that the notebooks' tests call (what a kernel holds of
+them) and `plmcourse.judging` what only the judge runs of them (cases, references, mistakes).
 """
 
 import os as _os

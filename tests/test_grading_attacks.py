@@ -21,30 +21,25 @@ that student (0 points). Now the judge decides outside the kernel
 import inspect
 import os
 import re
-import shutil
-import subprocess
-import sys
 import textwrap
-import time
 
 import nbformat
 import pytest
 
-from conftest import COURSE
 from plmcourse import ref
+from support import GRADER_SECRET, gradebook_scores, graded_class
 from test_grading_catalogue import (  # noqa: F401  (pytestmark: the catalogue's markers and skip)
     ASSIGNMENT,
     BROKEN_SOFTMAX,
     FULL,
     POINTS,
     answers,
-    plmcourse_grade,
     pytestmark,
     solved,
     with_cell,
 )
 
-SECRET = "GRADER-SECRET-c0ffee-5e1f-4ab3-9d7e-0c4b1d5a7e21"  # in the grading commands' environment only
+SECRET = GRADER_SECRET  # in the grading commands' environment only
 NOT_IMPLEMENTED = "def causal_mask(n):\n    raise NotImplementedError()\n"
 # Wrong: one softmax over the whole array instead of one per slice along `axis` (finite even
 # for logits of 1e4, so that only a comparison can fail it).
@@ -249,9 +244,10 @@ ATTACKS = {
 # One grading run for all of them
 
 
-def write_export(folder):
-    """An LMS export: <student>_<assignment>.ipynb, and one student's own folder with links in it."""
-    folder.mkdir(parents=True)
+def into_class(folder):
+    """Its part of the shared graded class (tests/support.py), which sits two levels inside the course
+    (course/downloads/<export>/), where an instructor may well unpack it: from there the planted links
+    reach the course's files. <student>_<assignment>.ipynb, and one student's own folder with links in it."""
     for student, (make, _) in ATTACKS.items():
         if student == "planted-links":
             own = folder / student
@@ -261,27 +257,12 @@ def write_export(folder):
                 (own / name).symlink_to(target)
         else:
             nbformat.write(make(), folder / f"{student}_{ASSIGNMENT}.ipynb")
-
-
-def grade_all(course, export):
-    # The token stands for an instructor's secret in the grader's environment.
-    return plmcourse_grade(course, "all", ASSIGNMENT, str(export), GRADER_SECRET_TOKEN=SECRET)
+    return list(ATTACKS)
 
 
 def scores(course):
     """student -> (total score of the submission, max score, {grade_id: score}), from the gradebook."""
-    from nbgrader.api import Gradebook
-
-    result = {}
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-        for student in gradebook.students:
-            try:
-                submission = gradebook.find_submission(ASSIGNMENT, student.id)
-            except Exception:  # not graded
-                continue
-            grades = {g.name: g.score for nb in submission.notebooks for g in nb.grades}
-            result[student.id] = (submission.score, submission.max_score, grades)
-    return result
+    return gradebook_scores(course, ASSIGNMENT)
 
 
 def student_files(course, student):
@@ -301,28 +282,8 @@ def student_files(course, student):
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    root = tmp_path_factory.mktemp("attacks")
-    course = root / "course"
-    course.mkdir()
-    shutil.copy(COURSE / "nbgrader_config.py", course)
-    shutil.copytree(COURSE / "source" / ASSIGNMENT, course / "source" / ASSIGNMENT)
-    subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"],
-                   cwd=course, check=True, capture_output=True,
-                   env={**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]})
-    # The export sits two levels inside the course (course/downloads/<export>/), where an
-    # instructor may well unpack it; from there the planted links reach the course's files.
-    export = course / "downloads" / f"{ASSIGNMENT}-submissions"
-    write_export(export)
-    start = time.perf_counter()
-    report = grade_all(course, export)
-    seconds = time.perf_counter() - start
-    got = scores(course)
-    print(f"\n{len(ATTACKS)} attacks graded in {seconds:.0f} s")
-    for student, (_, deserved) in ATTACKS.items():
-        total = got.get(student, ("not graded",))[0]
-        lines = [line for line in report.splitlines() if student in line]
-        print(f"  {student}: deserved {deserved}, got {total}; report: {lines}")
-    return course, report, got
+    run = graded_class(tmp_path_factory)
+    return run.course, run.report, scores(run.course)
 
 
 # ----------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""plmcourse.grading.attention: right answers pass, every catalogued mistake fails with its hint,
+"""plmcourse.judging.attention: right answers pass, every catalogued mistake fails with its hint,
 and the checks hold up against delegation, monkey-patching and cached answers."""
 
 import plmcourse  # noqa: F401  (first: sets OMP_WAIT_POLICY before numpy/torch load)
@@ -31,7 +31,7 @@ from plmcourse.grading import (
     check_scaled_dot_product_attention,
     check_softmax,
 )
-from plmcourse.grading import attention as checks
+from plmcourse.judging import attention as checks
 
 # Wrong answers overflow and divide by zero on purpose.
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")

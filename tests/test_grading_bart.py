@@ -1,4 +1,4 @@
-"""plmcourse.grading.bart (notebook 06): right answers pass, every catalogued mistake fails with its
+"""plmcourse.judging.bart (notebook 06): right answers pass, every catalogued mistake fails with its
 hint, and the checks hold up against delegation, monkey-patching and cached answers.
 
 The seeds of the statistical cases are shifted in tests/test_grading_bert.py, with notebook 04's."""

@@ -13,18 +13,15 @@ so a softmax that fails takes attention's 3 points with it (BROKEN_SOFTMAX below
 """
 
 import csv
-import os
 import shutil
 import sqlite3
-import subprocess
-import sys
-import time
 
 import nbformat
 import pytest
 
 from conftest import COURSE
 from plmcourse.autograde import review, sandbox
+from support import graded_class, plmcourse_grade
 from plmcourse.release import solution_cells, solved_release
 
 pytestmark = [pytest.mark.nbgrader,
@@ -34,7 +31,6 @@ ASSIGNMENT = "03_attention"
 POINTS = {"softmax": 2, "scaled_dot_product_attention": 3, "causal_mask": 1, "multi_head_attention": 4}
 FULL = sum(POINTS.values())
 BROKEN_SOFTMAX = FULL - 2 - 3
-CELL_SECONDS = 10  # instead of 60, so that the infinite loop costs the test little
 
 
 def answers():
@@ -166,24 +162,15 @@ REPORTED_NOT_GRADED = {
 }
 
 
-def write_export(folder):
-    """A folder shaped like an LMS export: <student>_<anything>.ipynb, one per student."""
-    folder.mkdir()
+def into_class(folder):
+    """Its part of the shared graded class (tests/support.py): <student>_<anything>.ipynb, one per student,
+    as a learning platform exports them, and two files collect must skip."""
     for student, (make, _, _) in CATALOGUE.items():
         nbformat.write(make(), folder / f"{student}_{ASSIGNMENT}.ipynb")
     (folder / f"invalid-json_{ASSIGNMENT}.ipynb").write_text(REPORTED_NOT_GRADED["invalid-json"][0])
     welcome = COURSE / "source" / "00_welcome" / "00_welcome.ipynb"
     shutil.copy(welcome, folder / f"other-assignment_{ASSIGNMENT}.ipynb")
-
-
-def plmcourse_grade(course, *args, **env):
-    """Run `plmcourse grade ARGS --course COURSE` as an instructor would; `env` adds variables."""
-    env = {**os.environ, "PLMCOURSE_CELL_SECONDS": str(CELL_SECONDS),
-           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"], **env}
-    done = subprocess.run([sys.executable, "-m", "plmcourse", "grade", *args, "--course", str(course)],
-                          capture_output=True, text=True, env=env)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
+    return list(CATALOGUE)
 
 
 def scores(course):
@@ -203,22 +190,10 @@ def scores(course):
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    root = tmp_path_factory.mktemp("catalogue")
-    course = root / "course"
-    course.mkdir()
-    shutil.copy(COURSE / "nbgrader_config.py", course)
-    shutil.copytree(COURSE / "source" / ASSIGNMENT, course / "source" / ASSIGNMENT)
-    shutil.copytree(COURSE / "source" / "00_welcome", course / "source" / "00_welcome")
-    subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"],
-                   cwd=course, check=True, capture_output=True,
-                   env={**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]})
-    write_export(root / "export")
-    start = time.perf_counter()
-    report = plmcourse_grade(course, "all", ASSIGNMENT, str(root / "export"))
-    seconds = time.perf_counter() - start
-    print(f"\ncatalogue of {len(CATALOGUE)} graded in {seconds:.0f} s "
-          f"({len(CATALOGUE) / seconds * 60:.1f} submissions per minute, sandbox + judge)")
-    return course, report, scores(course)
+    run = graded_class(tmp_path_factory)
+    print(f"\nthe shared class of {len(run.students)} graded in {run.seconds:.0f} s "
+          f"({len(run.students) / run.seconds * 60:.1f} submissions per minute, sandbox + judge)")
+    return run.course, run.report, scores(run.course)
 
 
 @pytest.mark.parametrize("student", CATALOGUE)
@@ -272,17 +247,13 @@ def test_sandbox_kept_source_and_gradebook_out_of_reach(graded):
         assert db.execute("select count(*) from grade where manual_score = 100").fetchone()[0] == 0
 
 
-def test_grading_again_gives_the_same_grades(graded):
-    course, _, before = graded
-    again = [s for s in ("correct", "checks-patched", "partial-visible-only")]
-    env = {**os.environ, "PLMCOURSE_CELL_SECONDS": str(CELL_SECONDS)}
-    for student in again:
-        done = subprocess.run([sys.executable, "-m", "plmcourse", "grade", "autograde", ASSIGNMENT,
-                               "--course", str(course), "--student", student],
-                              capture_output=True, text=True, env=env)
-        assert done.returncode == 0, done.stderr
-    after = scores(course)
-    assert after == before
+def test_grading_again_gives_the_same_grades(graded, tmp_path):
+    shared, _, before = graded
+    course = tmp_path / "course"  # a copy: the shared class is read by other tests meanwhile
+    shutil.copytree(shared, course, symlinks=True)
+    for student in ("correct", "checks-patched", "partial-visible-only"):
+        plmcourse_grade(course, "autograde", ASSIGNMENT, "--student", student)
+    assert scores(course) == before
 
 
 def test_an_honest_submission_is_flagged_only_for_being_the_course_s_own_code(graded):

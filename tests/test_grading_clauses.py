@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-import plmcourse.grading as grading
+import plmcourse.judging as judging
 from plmcourse.grading.core import Case
 from conftest import source_notebooks
 
@@ -63,7 +63,7 @@ def value_key(value):
 
 
 def test_every_check_grades_a_function_of_a_notebook():
-    assert {name.removeprefix("check_") for name in grading._CHECKS} <= set(SIGNATURES)
+    assert {name.removeprefix("check_") for name in judging.CHECKS} <= set(SIGNATURES)
 
 
 def fixed_arguments(signature, cases, signature_args=None):
@@ -80,9 +80,9 @@ def fixed_arguments(signature, cases, signature_args=None):
 
 
 @pytest.mark.parametrize("hidden", [False, True], ids=["visible", "with hidden"])
-@pytest.mark.parametrize("check_name", list(grading._CHECKS))
+@pytest.mark.parametrize("check_name", list(judging.CHECKS))
 def test_every_argument_takes_more_than_one_value(check_name, hidden):
-    check = getattr(grading, check_name)
+    check = getattr(judging, check_name)
     cases = check.cases(hidden, torch.device("cpu")) if check.device else check.cases(hidden)
     fixed = fixed_arguments(SIGNATURES[check_name.removeprefix("check_")], cases, check.signature_args)
     assert not fixed, f"{check_name}: {fixed} keep one value in every {'' if hidden else 'visible '}case"
@@ -90,7 +90,7 @@ def test_every_argument_takes_more_than_one_value(check_name, hidden):
 
 def test_an_argument_left_at_its_default_is_found():
     # causal_lm_loss's visible cases as they were before one passed ignore_index=0: never varied.
-    cases = [c for c in grading.check_causal_lm_loss.cases(False, torch.device("cpu")) if not c.kwargs]
+    cases = [c for c in judging.check_causal_lm_loss.cases(False, torch.device("cpu")) if not c.kwargs]
     assert fixed_arguments(SIGNATURES["causal_lm_loss"], cases) == ["ignore_index"]
     # Passing the default explicitly is still one value; passing another is a second.
     explicit = [Case("", c.args, {"ignore_index": -100}) for c in cases]
@@ -109,13 +109,13 @@ def cases_of(check, hidden):
 
 
 def test_every_check_lists_its_clauses():
-    missing = [name for name in grading._CHECKS if name not in WITHOUT_CLAUSES and not getattr(grading, name).clauses]
+    missing = [name for name in judging.CHECKS if name not in WITHOUT_CLAUSES and not getattr(judging, name).clauses]
     assert not missing
 
 
-@pytest.mark.parametrize("check_name", [name for name in grading._CHECKS if name not in WITHOUT_CLAUSES])
+@pytest.mark.parametrize("check_name", [name for name in judging.CHECKS if name not in WITHOUT_CLAUSES])
 def test_every_clause_has_a_visible_case(check_name):
-    check = getattr(grading, check_name)
+    check = getattr(judging, check_name)
     texts = [text for text, _ in check.clauses]
     assert len(set(texts)) == len(texts)
     visible = cases_of(check, False)

@@ -1,49 +1,33 @@
-"""plmcourse.grading.core and .wire: one engine, two places; the judge's side never runs student code.
+"""plmcourse.grading (the kernel's side), plmcourse.judging (the judge's) and the wire: one engine, two places;
+the judge's side never runs student code.
 
 The judge and the kernel are put on the two ends of a socketpair here, in threads, as
 `plmcourse grade autograde` puts them in two processes: what crosses is only what
 plmcourse.grading.wire lets through.
 """
 
+import ast
+import importlib
+import json
+import os
 import re
 import socket
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-import plmcourse  # noqa: F401
-import plmcourse.grading as grading
+import plmcourse.grading
+import plmcourse.judging as judging
 from plmcourse import ref
-from plmcourse.grading import core, wire
-
-
-def judged(check_name, fn, hidden=True):
-    """(passed, sentence, flags, what the kernel showed) for `fn` checked through the wire."""
-    kernel_end, judge_end = socket.socketpair()
-    shown = {}
-
-    def kernel():
-        try:
-            core.serve(kernel_end, check_name, fn, hidden)
-            shown["kernel"] = "passed"
-        except core.CheckFailed as failure:
-            shown["kernel"] = str(failure)
-
-    thread = threading.Thread(target=kernel)
-    thread.start()
-    announced = wire.receive(judge_end)
-    assert announced == {"check": check_name, "hidden": hidden}
-    remote = core.Remote(judge_end)
-    try:
-        getattr(grading, check_name)(remote, hidden=announced["hidden"])
-        passed, sentence = True, remote.passed
-    except core.CheckFailed as failure:
-        passed, sentence = False, str(failure)
-    wire.send(judge_end, {"verdict": {"passed": passed, "message": sentence}})
-    thread.join(timeout=60)
-    return passed, sentence, remote.flags, shown["kernel"]
+from plmcourse.grading import wire
+from plmcourse.grading.core import Check
+from plmcourse.judging import core
+from support import judged
 
 
 def honest_softmax(x, axis=-1):
@@ -135,7 +119,7 @@ def test_receive_refuses_an_oversized_frame():
 def test_judge_and_kernel_agree(answer, passes, capsys):
     local = None
     try:
-        grading.check_softmax(answer, hidden=True)
+        judging.check_softmax(answer, hidden=True)
     except core.CheckFailed as failure:
         local = str(failure)
     passed, sentence, flags, shown = judged("check_softmax", answer)
@@ -206,13 +190,13 @@ def test_a_hostile_reply_fails_the_case_and_the_judge_survives():
     thread = threading.Thread(target=kernel)
     thread.start()
     with pytest.raises(wire.WireError):
-        grading.check_softmax(core.Remote(judge_end))
+        judging.check_softmax(core.Remote(judge_end))
     thread.join()
 
 
 def test_a_local_check_gives_a_verdict_whatever_the_notebook_replaced(monkeypatch, capsys):
     monkeypatch.setattr(np, "allclose", lambda *a, **k: True)
-    grading.check_causal_mask(lambda n: np.tril(np.ones((n, n), dtype=bool)))
+    judging.check_causal_mask(lambda n: np.tril(np.ones((n, n), dtype=bool)))
     assert "check_causal_mask: 4 cases passed." in capsys.readouterr().out
 
 
@@ -242,16 +226,16 @@ def solved_answer(check_name):
     return namespace[name] if name in namespace else by_snake_case[name]
 
 
-@pytest.mark.parametrize("name", sorted(grading._CHECKS))
+@pytest.mark.parametrize("name", sorted(judging.CHECKS))
 def test_honest_answers_pass_the_hidden_cases_for_any_salt(name, capsys):
     answer = solved_answer(name)
     for salt in (1000, 7000, 123000, 999000, 1_000_000_000):
-        getattr(grading, name)(answer, hidden=salt)
+        getattr(judging, name)(answer, hidden=salt)
     assert capsys.readouterr().out.count("cases passed") == 5
 
 
 def test_the_salt_moves_the_hidden_cases_and_only_them():
-    from plmcourse.grading.attention import _softmax_cases
+    from plmcourse.judging.attention import _softmax_cases
 
     visible = [c.label for c in _softmax_cases(False)]
     assert [c.label for c in _softmax_cases(True)][:len(visible)] == visible
@@ -264,10 +248,88 @@ def test_the_salt_moves_the_hidden_cases_and_only_them():
 # Checks as tables
 
 
-@pytest.mark.parametrize("name", sorted(grading._CHECKS))
+# What a grading kernel holds is plmcourse.grading alone: the sandbox leaves plmcourse/judging/ and the
+# machinery out. Here the same holds without bubblewrap: a finder that refuses both stands in for it.
+KERNEL_ONLY = """
+import importlib.abc, json, sys
+
+class Absent(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[:2] in (["plmcourse", "judging"], ["plmcourse", "autograde"]):
+            raise ImportError(f"{name} is not in the sandbox")
+        return None
+
+sys.meta_path.insert(0, Absent())
+import plmcourse.grading as grading
+
+told, drivers = {}, 0
+for name in grading.CHECKS:
+    check = getattr(grading, name)
+    if check.driver is not None:
+        drivers += callable(check.driver(lambda *args, **kwargs: None))
+    try:
+        check(lambda *args, **kwargs: None)
+    except grading.CheckFailed as failed:
+        told[name] = str(failed)
+loaded = sorted(m for m in sys.modules if m.startswith(("plmcourse.judging", "plmcourse.autograde")))
+print(json.dumps({"told": told, "drivers": drivers, "loaded": loaded}))
+"""
+
+
+def test_every_declaration_and_driver_loads_without_the_judges_folder():
+    done = subprocess.run([sys.executable, "-c", KERNEL_ONLY], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PLMCOURSE_JUDGE_FD": ""})
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert sorted(seen["told"]) == sorted(judging.CHECKS) and seen["loaded"] == []
+    assert all(text == f"{name} runs in the judge while grading, and this kernel has no connection to it"
+               for name, text in seen["told"].items()), seen["told"]
+    assert seen["drivers"] == len(DRIVEN)
+
+
+def test_the_judges_folder_is_never_imported_by_the_kernels():
+    """Statically too: of every import in plmcourse/grading/, one names plmcourse.judging: Check.__call__'s,
+    which runs only where no judge is connected (a student's own kernel) and says so where it is missing."""
+    found = []
+    for path in sorted(Path(plmcourse.grading.__file__).parent.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for function in [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef))]:
+            for node in ast.iter_child_nodes(function) if function is tree else ast.walk(function):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                         [f"{node.module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom) else [])
+                if any(name.startswith(("plmcourse.judging", "plmcourse.autograde")) for name in names):
+                    found.append(f"{path.name}:{getattr(function, 'name', 'module')}")
+    assert found == ["core.py:__call__"], found
+
+
+DRIVEN = {"check_k_shot_prompt", "check_lora_linear", "check_count_trainable_parameters", "check_pet_soft_labels",
+          "check_patchify"}  # an argument that cannot travel (a class, a model), or a ValueError to report
+
+
+@pytest.mark.parametrize("topic", sorted(set(judging.CHECKS.values())))
+def test_each_topic_s_two_modules_export_exactly_its_registered_checks(topic):
+    """Written once for every topic: the registry, grading/<topic>.py and judging/<topic>.py agree; a check
+    takes a device exactly when its cases hold tensors (or it builds a model there); the driven ones are
+    those that must be."""
+    names = sorted(name for name, stem in judging.CHECKS.items() if stem == topic)
+    for side in ("grading", "judging"):
+        assert sorted(importlib.import_module(f"plmcourse.{side}.{topic}").__all__) == names, side
+    for name in names:
+        spec = judging.spec(name)
+        assert (spec.driver is not None) == (name in DRIVEN), name
+        cases = spec.cases(False, torch.device("cpu")) if spec.device else spec.cases(False)
+        tensors = any(isinstance(a, torch.Tensor) for c in cases for a in (*c.args, *c.kwargs.values()))
+        assert spec.device == (tensors or name == "check_count_trainable_parameters"), name
+
+
+@pytest.mark.parametrize("name", sorted(judging.CHECKS))
 def test_every_check_is_a_table_whose_hidden_run_extends_the_visible_one(name):
-    table = getattr(grading, name)
-    assert isinstance(table, core.Check) and table.name == name and table.doc.strip()
+    table = getattr(judging, name)
+    declared = getattr(plmcourse.grading, name)  # what a kernel holds: the same name, doc and arguments
+    assert isinstance(table, core.Spec) and isinstance(declared, Check) and table.check is declared
+    assert table.name == name and table.doc.strip()
+    assert vars(importlib.import_module(f"plmcourse.grading.{judging.CHECKS[name]}"))[name] is declared
+    assert vars(importlib.import_module(f"plmcourse.judging.{judging.CHECKS[name]}"))[name] is table
     assert all(isinstance(arg, str) for arg in table.arg_names)
 
     def cases(hidden):
@@ -280,11 +342,11 @@ def test_every_check_is_a_table_whose_hidden_run_extends_the_visible_one(name):
 
 @pytest.mark.parametrize("name", ["check_mlm_mask", "check_text_infilling"])
 def test_random_functions_are_judged_by_named_rules_with_the_same_seed_twice(name):
-    rules = getattr(grading, name).judge.rules
+    rules = getattr(judging, name).judge.rules
     names = [rule_name for rule_name, _ in rules]
     assert len(set(names)) == len(names) >= 4 and all(names)
     assert any("same seed" in rule_name for rule_name in names)
-    table = getattr(grading, name)
+    table = getattr(judging, name)
     labels = " ".join(c.label for c in table.cases(False))
     assert "the same seed as an earlier case" in labels and "another seed" in labels
 
@@ -303,9 +365,9 @@ def _detached_float64(honest):
     return answer
 
 
-TRAINED_ON = sorted(name for name in grading._CHECKS
-                    if getattr(grading, name).device
-                    and any(c.grad_leaves for c in getattr(grading, name).cases(True, torch.device("cpu"))))
+TRAINED_ON = sorted(name for name in judging.CHECKS
+                    if getattr(judging, name).device
+                    and any(c.grad_leaves for c in getattr(judging, name).cases(True, torch.device("cpu"))))
 
 
 def test_every_result_trained_on_has_its_gradient_judged_on_every_case():
@@ -313,7 +375,7 @@ def test_every_result_trained_on_has_its_gradient_judged_on_every_case():
     assert {"check_mean_pool", "check_info_nce_loss", "check_mlm_loss", "check_causal_lm_loss",
             "check_bilm_loss", "check_scalar_mix", "check_multi_head_attention"} <= set(TRAINED_ON)
     for name in TRAINED_ON:
-        cases = getattr(grading, name).cases(True, torch.device("cpu"))
+        cases = getattr(judging, name).cases(True, torch.device("cpu"))
         assert all(c.grad_leaves for c in cases), [c.label for c in cases if not c.grad_leaves]
 
 
@@ -322,9 +384,9 @@ def _float32_cases(check):
             if any(isinstance(a, torch.Tensor) and a.dtype == torch.float32 for a in c.args)]
 
 
-@pytest.mark.parametrize("name", [name for name in TRAINED_ON if _float32_cases(getattr(grading, name))])
+@pytest.mark.parametrize("name", [name for name in TRAINED_ON if _float32_cases(getattr(judging, name))])
 def test_a_cut_graph_is_reported_before_a_wrong_dtype(name):
-    check = getattr(grading, name)
+    check = getattr(judging, name)
     answer = _detached_float64(solved_namespace()[name.removeprefix("check_")])
     float32 = _float32_cases(check)
     memory = check.memory() if check.memory is not None else None
@@ -337,7 +399,7 @@ def test_a_cut_graph_is_reported_before_a_wrong_dtype(name):
 
 
 def test_a_graded_call_keeps_the_cell_s_numpy_error_state():
-    # Graded, the student's function runs in a thread of its own (core._call_with_limit); a cell's
+    # Graded, the student's function runs in a thread of its own (_call_with_limit); a cell's
     # `with np.errstate(...)` around the check must reach it, as it does in-process.
     from plmcourse.grading.core import Case, _call_with_limit
 

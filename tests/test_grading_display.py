@@ -42,7 +42,7 @@ def test_a_crash_shows_the_students_frames_and_never_the_checkers():
     assert "Your function raised it here:" in text
     assert "in softmax" in text and "in helper" in text and "x.no_such_method()" in text
     assert lines[-1].startswith("AttributeError")
-    assert core._GRADING_DIR not in text and "run_check" not in text
+    assert not any(folder in text for folder in core._CHECK_DIRS) and "run_check" not in text
 
 
 @pytest.mark.notebook
@@ -64,7 +64,7 @@ def test_in_a_real_kernel_the_error_output_is_the_sentence(tmp_path):
 
 
 def test_a_float32_answer_is_named_as_a_precision_problem_with_digits_that_differ():
-    from plmcourse.grading.core import F64, compare
+    from plmcourse.judging.core import F64, compare
 
     # What a multi-head attention computed in float32 inside gave: right to about 2e-7.
     expected = np.array([[-0.431312345678, 1.0]])

@@ -1,4 +1,4 @@
-"""plmcourse.grading.efficiency (notebook 12): right answers pass, every catalogued mistake fails with its
+"""plmcourse.judging.efficiency (notebook 12): right answers pass, every catalogued mistake fails with its
 hint, bad answers get one sentence, the references agree with cases worked by hand, with each other
 and with PyTorch's own functions, and the verdicts are the same through the wire as here."""
 
@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import plmcourse.grading as grading
+import plmcourse.judging as judging
 from mistake_catalogue import assert_one_sentence, catalogue_tests, failure, find_mistake
 from mistake_catalogue.efficiency_mistakes import (
     CATALOGUE,
@@ -22,10 +22,10 @@ from mistake_catalogue.efficiency_mistakes import (
 )
 from plmcourse import nn as pnn
 from plmcourse import ref
-from plmcourse.grading import check_dequantize, check_distillation_loss, check_quantize_int8
-from plmcourse.grading import core
-from plmcourse.grading import efficiency as checks
-from test_grading_core import judged
+from plmcourse.judging import check_dequantize, check_distillation_loss, check_quantize_int8
+from plmcourse.judging import core
+from plmcourse.judging import efficiency as checks
+from support import judged
 
 NAMES = ["check_distillation_loss", "check_quantize_int8", "check_dequantize"]
 CPU = torch.device("cpu")
@@ -52,14 +52,6 @@ def test_catalogue_covers_every_check():
         assert len(correct) >= 4 and len(mistakes) >= (10 if name == "check_dequantize" else 30)
 
 
-def test_every_check_is_exported():
-    assert set(NAMES) <= set(grading.__all__) and checks.__all__ == NAMES
-    for name in NAMES:
-        assert getattr(grading, name) is getattr(checks, name) and grading._CHECKS[name] == "efficiency"
-    points = {"check_distillation_loss": 3, "check_quantize_int8": 3, "check_dequantize": 1}  # the notebook's
-    assert all(getattr(grading, name).device for name in points)
-
-
 def test_the_named_mistakes_are_in_the_catalogue():
     names = {check: {name for name, _, _ in mistakes} for check, (_, mistakes) in CATALOGUE.items()}
     assert {"T² missing", "T instead of T²", "KL reversed", "temperature on the student only",
@@ -80,7 +72,7 @@ def test_the_course_versions_pass_with_the_seal_lifted(capsys):
     """The course's own answers are sealed; with the seal lifted, the checks give them full marks."""
     for name, answer in (("check_distillation_loss", pnn.distillation_loss),
                          ("check_quantize_int8", pnn.quantize_int8), ("check_dequantize", pnn.dequantize)):
-        unsealed = dataclasses.replace(getattr(grading, name), seal=())
+        unsealed = dataclasses.replace(getattr(judging, name), seal=())
         for hidden in (False, True, 7000):
             unsealed(answer, hidden=hidden)
     assert capsys.readouterr().out.count("cases passed") == 9
@@ -300,7 +292,7 @@ def test_the_dequantize_cases_cover_every_clause():
 
 def test_hidden_runs_extend_the_visible_ones_with_other_seeds():
     for name in NAMES:
-        check = getattr(grading, name)
+        check = getattr(judging, name)
         visible = [c.label for c in check.cases(False, CPU)]
         salted = {salt: [c.label for c in check.cases(salt, CPU)] for salt in (True, 5000)}
         assert salted[True][:len(visible)] == visible == salted[5000][:len(visible)]
@@ -471,7 +463,7 @@ def test_the_same_verdict_through_the_wire_as_here(check_name, mistake):
     answer = CATALOGUE[check_name][0][0][1] if mistake is None else find_mistake(CATALOGUE, check_name, mistake)
     local = None
     try:
-        getattr(grading, check_name)(answer, hidden=True)
+        getattr(judging, check_name)(answer, hidden=True)
     except core.CheckFailed as failed:
         local = str(failed)
     passed, sentence, flags, shown = judged(check_name, answer)
@@ -502,13 +494,13 @@ def test_checks_leave_the_random_generators_alone(capsys):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_checks_on_cuda(capsys):
     for name in NAMES:
-        check = getattr(grading, name)
+        check = getattr(judging, name)
         for _, fn in CATALOGUE[name][0]:
             check(fn, hidden=True, device="cuda")
     for name, mistake in (("check_distillation_loss", "KL reversed"),
                           ("check_quantize_int8", "floor instead of round"), ("check_dequantize", "scale squeezed")):
         wrong = find_mistake(CATALOGUE, name, mistake)
-        check = getattr(grading, name)
+        check = getattr(judging, name)
         assert str(failure(check, wrong, device="cuda")) == str(failure(check, wrong))
 
     def moves_to_cpu(q, scale):

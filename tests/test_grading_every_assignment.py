@@ -7,7 +7,6 @@ shows that the sandbox's package (which lacks the course's own versions of the a
 graded functions) leaves everything an honest notebook uses, in every assignment.
 """
 
-import shutil
 import subprocess
 import sys
 
@@ -18,6 +17,7 @@ from conftest import COURSE
 from test_notebooks import unexpected_stderr
 from plmcourse.autograde import sandbox
 from plmcourse.release import nbgrader_env, solved_release
+from support import scratch_course
 
 ASSIGNMENTS = sorted(p.name for p in (COURSE / "source").iterdir()
                      if sandbox.graded_functions(sorted(p.glob("*.ipynb"))))
@@ -26,13 +26,8 @@ ASSIGNMENTS = sorted(p.name for p in (COURSE / "source").iterdir()
 @pytest.mark.nbgrader
 @pytest.mark.skipif(sandbox.available() is not None, reason=str(sandbox.available()))
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_the_solved_notebook_gets_full_marks(assignment, tmp_path):
-    course = tmp_path / "course"
-    course.mkdir()
-    shutil.copy(COURSE / "nbgrader_config.py", course)
-    shutil.copytree(COURSE / "source" / assignment, course / "source" / assignment)
-    subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", assignment, "--force"],
-                   cwd=course, env=nbgrader_env(), check=True, capture_output=True)
+def test_the_solved_notebook_gets_full_marks(assignment, tmp_path, tmp_path_factory):
+    course = scratch_course(tmp_path_factory, tmp_path, assignment)
     export = tmp_path / "export"
     export.mkdir()
     nbformat.write(solved_release(COURSE, assignment), export / f"honest_{assignment}.ipynb")

@@ -10,7 +10,6 @@ import inspect
 import json
 import socket
 import textwrap
-import threading
 import time
 
 import nbformat
@@ -22,7 +21,9 @@ from plmcourse import ref
 from plmcourse.autograde import evidence, review
 from plmcourse.autograde.evidence import Flag, containment, fingerprints, one_line, read_source
 from plmcourse.autograde.judge import Judge, read_record
-from plmcourse.grading import core, wire
+from plmcourse.grading import wire
+from plmcourse.judging import core
+from plmcourse.grading.core import serve
 
 SOFTMAX_SEALED, SOFTMAX_NAMES, SOFTMAX_PREFIXES = evidence.library_names("check_softmax")
 
@@ -286,7 +287,7 @@ def _kernel_runs(judge, folder, runs):
     seen = []
     for check, fn, hidden in runs:
         try:
-            core.serve(connection, check, fn, hidden)
+            serve(connection, check, fn, hidden)
             seen.append("passed")
         except core.CheckFailed as failure:
             seen.append(str(failure))
@@ -359,20 +360,6 @@ def test_review_rows_most_suspicious_first_and_spreadsheet_safe(tmp_path):
     assert [r["student"] for r in review.read_review(tmp_path, "03_attention")] == ["bob", "bob"]
 
 
-@pytest.mark.parametrize("name", sorted(__import__("plmcourse.grading", fromlist=["_CHECKS"])._CHECKS))
-def test_every_check_lists_its_visible_cases_first(name):
-    """The judge tells the kernel less about a failure past the visible cases (Check.__call__ counts
-    them), which is right only if every check puts its visible cases first, in the same order."""
-    import torch
-
-    import plmcourse.grading as grading
-
-    check = getattr(grading, name)
-    made = (lambda h: check.cases(h, torch.device("cpu"))) if check.device else check.cases
-    visible, everything = [c.label for c in made(False)], [c.label for c in made(True)]
-    assert everything[:len(visible)] == visible and len(everything) > len(visible)
-
-
 def test_the_judge_loads_the_libraries_a_seal_looks_for():
     """A seal that names a library only when it is loaded must not depend on what the judge's
     process happened to import: in a fresh process, the judge loads it before the check runs."""
@@ -381,7 +368,7 @@ def test_the_judge_loads_the_libraries_a_seal_looks_for():
 
     pytest.importorskip("transformers")
     script = ("import sys\n"
-              "from plmcourse.grading.wordpiece import _wordpiece_seal\n"
+              "from plmcourse.judging.wordpiece import _wordpiece_seal\n"
               "before = {label for _, label in _wordpiece_seal()}\n"
               "from plmcourse.autograde.judge import load_sealed_libraries\n"
               "load_sealed_libraries('check_wordpiece')\n"
@@ -412,7 +399,7 @@ def test_a_kernel_that_asks_for_a_check_the_course_lacks_gets_a_sentence_and_the
         wire.send(connection, {"notebook_dir": str(folder)})
         wire.send(connection, {"check": "check_everything\x1b[2J", "hidden": True})
         reply = wire.receive(connection)
-        core.serve(connection, "check_softmax", honest_softmax, True)  # raises if the judge thread died
+        serve(connection, "check_softmax", honest_softmax, True)  # raises if the judge thread died
         connection.close()
         time.sleep(0.2)
     assert not reply["verdict"]["passed"] and "\x1b" not in reply["verdict"]["message"]

@@ -9,7 +9,7 @@ import importlib
 
 import pytest
 
-import plmcourse.grading as grading
+import plmcourse.judging as judging
 from mistake_catalogue import assert_one_sentence, failure
 from mistake_catalogue.fresh.expected import EXPECTED
 
@@ -47,13 +47,13 @@ def test_the_expectations_cover_the_whole_set():
 @pytest.mark.parametrize("hidden", [False, True], ids=["visible", "hidden"])
 @pytest.mark.parametrize("module, check, name", CORRECT, ids=[f"{c}-{n}" for _, c, n in CORRECT])
 def test_unusual_but_correct_answers_pass(module, check, name, hidden):
-    getattr(grading, check)(function(module, check, name, "correct"), hidden=hidden)
+    getattr(judging, check)(function(module, check, name, "correct"), hidden=hidden)
 
 
 @pytest.mark.parametrize("module, check, name, now, fragment", [w for w in WRONG if w[3] != "passing"],
                          ids=[f"{c}-{n}" for _, c, n, now, _ in WRONG if now != "passing"])
 def test_wrong_answers_fail_the_visible_run_with_their_cause(module, check, name, now, fragment):
-    message = str(failure(getattr(grading, check), function(module, check, name, "wrong")))
+    message = str(failure(getattr(judging, check), function(module, check, name, "wrong")))
     assert_one_sentence(message, check)
     if now == "named":
         assert fragment in message
@@ -76,14 +76,14 @@ def test_round3_expectations_cover_the_whole_set():
 
 @pytest.mark.parametrize("check, name, fn", CORRECT3, ids=[f"{c}-{n}" for c, n, _ in CORRECT3])
 def test_round3_unusual_but_correct_answers_pass(check, name, fn):
-    getattr(grading, check)(fn, hidden=True)
+    getattr(judging, check)(fn, hidden=True)
 
 
 @pytest.mark.parametrize("check, name, now, fragment", [w for w in WRONG3 if w[2] != "passing"],
                          ids=[f"{c}-{n}" for c, n, now, _ in WRONG3 if now != "passing"])
 def test_round3_wrong_answers_fail_with_their_cause(check, name, now, fragment):
     fn = next(f for n, f, _ in FRESH3[check]["wrong"] if n == name)
-    message = str(failure(getattr(grading, check), fn))
+    message = str(failure(getattr(judging, check), fn))
     assert message.startswith(f"{check} failed on ") and "\n" not in message
     if now == "named":
         assert fragment in message

@@ -1,4 +1,4 @@
-"""plmcourse.grading.gpt (notebook 05): right answers pass, every catalogued mistake fails with its
+"""plmcourse.judging.gpt (notebook 05): right answers pass, every catalogued mistake fails with its
 hint, and the checks hold up against delegation, monkey-patching and cached answers.
 
 Tests that also take a notebook 04 check (the loss references, CUDA, the random generators)
@@ -19,7 +19,7 @@ from plmcourse.grading import (
     check_causal_lm_loss,
     check_top_p_filter,
 )
-from plmcourse.grading import gpt as checks
+from plmcourse.judging import gpt as checks
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 

@@ -1,10 +1,10 @@
 """The held-out round of issue 32: a hostile kernel, graded through the real pipeline.
 
 A third catalogue beside test_grading_catalogue.py and test_grading_attacks.py, in the same
-harness: every submission is a 03_attention notebook, the whole set goes through one
-`plmcourse grade all` (collect, autograde in the bubblewrap sandbox with the judge, feedback,
-export), and one test per submission reads the real gradebook, export, review table, feedback
-pages, grading report and temp folder.
+graded class (tests/support.py): every submission is a 03_attention notebook, all three sets go
+through one `plmcourse grade all` (collect, autograde in the bubblewrap sandbox with the judge,
+feedback, export), and one test per submission reads the real gradebook, export, review table,
+feedback pages, grading report and temp folder.
 
 The submissions and what must hold afterwards live in bench/attacks.py, so that the same
 catalogue measures any version of the code (`python bench/attacks.py`, with PYTHONPATH
@@ -22,9 +22,11 @@ only evidence can tell.
 import importlib.util
 import sys
 
+import nbformat
 import pytest
 
 from conftest import ROOT
+from support import graded_class
 from test_grading_catalogue import pytestmark  # noqa: F401  (the nbgrader marker, skipped without bubblewrap)
 
 _spec = importlib.util.spec_from_file_location("bench_attacks", ROOT / "bench" / "attacks.py")
@@ -33,15 +35,19 @@ sys.modules[_spec.name] = attacks  # dataclasses look their module up there
 _spec.loader.exec_module(attacks)
 
 
+def into_class(folder):
+    """Its part of the shared graded class (tests/support.py): the catalogue of bench/attacks.py."""
+    for submission in attacks.CATALOGUE:
+        nbformat.write(submission.make(), folder / f"{submission.name}_{attacks.ASSIGNMENT}.ipynb")
+    return [s.name for s in attacks.CATALOGUE]
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    """One `plmcourse grade all` of the whole catalogue; the temp folder it uses is ours alone."""
-    root = tmp_path_factory.mktemp("hostile")
-    run = attacks.grade_all(root, [s.name for s in attacks.CATALOGUE])
-    print(f"\n{len(run.students)} submissions graded in {run.seconds:.0f} s "
-          f"({len(run.students) / run.seconds * 60:.1f} per minute), exit {run.returncode}")
-    yield run
-    attacks.remove_tree(run.tmp)  # what a stopper left behind (a deep tree, a locked folder)
+    """The shared graded class (its `grade all` had a temp folder of its own), as bench/attacks.py reads a run."""
+    shared = graded_class(tmp_path_factory)
+    return attacks.Run(shared.course, shared.report, shared.returncode, shared.tmp, shared.seconds,
+                       [s.name for s in attacks.CATALOGUE])
 
 
 def test_grade_all_runs_to_the_end_for_the_whole_class(graded):

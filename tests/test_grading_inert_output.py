@@ -261,6 +261,29 @@ def test_dropped_outputs_keep_their_text():
     assert "widgets" not in cleaned["metadata"] and cleaned["metadata"]["kernelspec"]["name"] == "python3"
 
 
+def test_outputs_past_the_caps_are_dropped_with_a_line_and_the_check_sentences_stay():
+    def printed(megabytes):
+        return {"output_type": "stream", "name": "stdout", "text": "x" * int(megabytes * 1024 ** 2)}
+
+    sentence = {"output_type": "error", "ename": "CheckFailed", "evalue": "check_softmax failed on case 3",
+                "traceback": ["CheckFailed: check_softmax failed on case 3"]}
+    cells = [nbformat.v4.new_code_cell("print(x)", outputs=[printed(1), printed(3.5), sentence]),  # 4.5 MB
+             *[nbformat.v4.new_code_cell("print(y)", outputs=[printed(3)]) for _ in range(5)],     # 15 MB more
+             nbformat.v4.new_code_cell("plt.plot()", outputs=[printed(0.1)])]
+    nb = nbformat.v4.new_notebook(cells=cells)
+    cleaned, found = inert.clean_notebook(nb, set())
+    outputs = [cell["outputs"] for cell in cleaned["cells"]]
+    sizes = [sum(len(json.dumps(o)) for o in cell) for cell in outputs]
+    assert found == Counter({inert.OVER_CAP: 2}), found
+    # cell 1: the 3.5 MB print is past the cell's 4 MB, the failure sentence after it stays
+    assert [o.get("ename") for o in outputs[0]] == [None, "CheckFailed", None]
+    assert outputs[0][-1]["text"].startswith("[3.5 MB of this cell's output dropped while grading")
+    # cells 2-5 fit in the notebook's 16 MB with cell 1's 1 MB, cell 6 does not; the small last one still does
+    assert [len(cell) for cell in outputs[1:]] == [1, 1, 1, 1, 1, 1] and "dropped" in outputs[5][0]["text"]
+    assert outputs[6][0]["text"] == "x" * int(0.1 * 1024 ** 2) and sum(sizes) <= inert.MAX_NOTEBOOK_OUTPUT + 3 * 1024
+    assert inert.clean_notebook(cleaned, set())[0] == cleaned  # idempotent: a second pass drops nothing more
+
+
 def test_honest_content_is_kept():
     nb = honest_notebook()
     cleaned, found = inert.clean_notebook(nb, set())
@@ -491,18 +514,10 @@ def submissions():
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     """A scratch course with 03_attention released, both submissions graded by `plmcourse grade all`."""
-    import subprocess
+    from support import plmcourse_grade, scratch_course
+    from test_grading_catalogue import ASSIGNMENT
 
-    from conftest import COURSE
-    from test_grading_catalogue import ASSIGNMENT, plmcourse_grade
-
-    course = tmp_path_factory.mktemp("inert") / "course"
-    course.mkdir()
-    shutil.copy(COURSE / "nbgrader_config.py", course)
-    shutil.copytree(COURSE / "source" / ASSIGNMENT, course / "source" / ASSIGNMENT)
-    subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"],
-                   cwd=course, check=True, capture_output=True,
-                   env={**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]})
+    course = scratch_course(tmp_path_factory, tmp_path_factory.mktemp("inert"), ASSIGNMENT)
     export = course / "downloads"
     export.mkdir()
     for student, nb in submissions().items():

@@ -1,4 +1,4 @@
-"""plmcourse.grading.instruct (notebook 15): right answers pass, every catalogued mistake fails with its hint,
+"""plmcourse.judging.instruct (notebook 15): right answers pass, every catalogued mistake fails with its hint,
 bad answers get one sentence, and the verdicts are the same through the wire as here."""
 
 import plmcourse  # noqa: F401  (first: sets OMP_WAIT_POLICY before numpy/torch load)
@@ -8,11 +8,11 @@ import math
 import numpy as np
 import pytest
 
-import plmcourse.grading as grading
+import plmcourse.judging as judging
 from mistake_catalogue import assert_one_sentence, catalogue_tests, failure, find_mistake
 from mistake_catalogue.instruct_mistakes import CATALOGUE, bt_logaddexp, dpo_notebook, sft_notebook
-from plmcourse.grading import instruct as checks
-from test_grading_core import judged
+from plmcourse.judging import instruct as checks
+from support import judged
 
 NAMES = ["check_sft_loss", "check_bradley_terry_loss", "check_dpo_loss"]
 
@@ -30,12 +30,6 @@ def test_catalogue_covers_every_check():
         assert len(correct) >= 4 and len(mistakes) >= 12
 
 
-def test_every_check_is_exported():
-    assert set(NAMES) <= set(grading.__all__) and checks.__all__ == NAMES
-    for name in NAMES:
-        assert getattr(grading, name) is getattr(checks, name) and grading._CHECKS[name] == "instruct"
-
-
 def test_the_visible_cases_are_a_prefix_of_the_hidden_ones():
     for check in (checks.check_sft_loss, checks.check_bradley_terry_loss, checks.check_dpo_loss):
         visible, hidden = check.cases(False), check.cases(True)
@@ -48,7 +42,7 @@ def test_the_visible_cases_are_a_prefix_of_the_hidden_ones():
 def test_every_mistake_message_names_its_case():
     for name, (_, mistakes) in CATALOGUE.items():
         for entry, fn, _ in mistakes:
-            message = str(failure(getattr(grading, name), fn))
+            message = str(failure(getattr(judging, name), fn))
             assert_one_sentence(message, name)
             assert "(seed " in message, (entry, message)
 
@@ -62,7 +56,7 @@ def test_every_mistake_message_names_its_case():
 ])
 def test_bad_answers_get_one_sentence(bad, said):
     for name in NAMES:
-        message = str(failure(getattr(grading, name), bad))
+        message = str(failure(getattr(judging, name), bad))
         assert said in message, message
         assert_one_sentence(message, name)
 
@@ -72,7 +66,7 @@ def test_in_place_edits_are_named():
         logits -= logits.max(-1, keepdims=True)
         return sft_notebook(logits, tokens, answer_mask)
 
-    assert "changed its input logits in place" in str(failure(grading.check_sft_loss, sft_in_place))
+    assert "changed its input logits in place" in str(failure(judging.check_sft_loss, sft_in_place))
 
 
 def test_a_mean_of_row_means_is_caught_only_where_answers_differ_in_length():
@@ -89,7 +83,7 @@ def test_the_judge_gives_the_same_verdicts_through_the_wire():
         passed, _, _, shown = judged(name, right)
         assert passed and shown == "passed"
         mistake = find_mistake(CATALOGUE, name, wrong)
-        here = str(failure(getattr(grading, name), mistake, hidden=True))
+        here = str(failure(getattr(judging, name), mistake, hidden=True))
         passed, sentence, _, _ = judged(name, mistake)
         assert not passed and sentence == here
 

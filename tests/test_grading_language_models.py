@@ -1,4 +1,4 @@
-"""plmcourse.grading.language_models: right answers pass, every catalogued mistake fails with its hint,
+"""plmcourse.judging.language_models: right answers pass, every catalogued mistake fails with its hint,
 and the checks hold up against delegation, monkey-patching and cached answers."""
 
 import plmcourse  # noqa: F401  (first: sets OMP_WAIT_POLICY before numpy/torch load)
@@ -21,7 +21,7 @@ from mistake_catalogue.language_models_mistakes import (
 from plmcourse import nn as pnn
 from plmcourse import ref
 from plmcourse.grading import CheckFailed, check_bilm_loss, check_cross_entropy, check_scalar_mix
-from plmcourse.grading import language_models as checks
+from plmcourse.judging import language_models as checks
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 

@@ -24,6 +24,7 @@ import pytest
 from conftest import COURSE
 from plmcourse.autograde import sandbox
 from plmcourse.release import nbgrader_env, solved_release
+from support import scratch_course
 
 pytestmark = [pytest.mark.nbgrader]
 needs_bwrap = pytest.mark.skipif(sandbox.available() is not None, reason=str(sandbox.available()))
@@ -77,13 +78,8 @@ print("PLANTED", json.dumps({"filled": filled, "written": written, "places": pla
 '''
 
 
-def course_with_submissions(tmp_path, fill: bool):
-    course = tmp_path / "course"
-    course.mkdir()
-    shutil.copy(COURSE / "nbgrader_config.py", course)
-    shutil.copytree(COURSE / "source" / ASSIGNMENT, course / "source" / ASSIGNMENT)
-    subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"],
-                   cwd=course, env=nbgrader_env(), check=True, capture_output=True)
+def course_with_submissions(tmp_path_factory, tmp_path, fill: bool):
+    course = scratch_course(tmp_path_factory, tmp_path, ASSIGNMENT)
     export = tmp_path / "export"
     export.mkdir()
     nbformat.write(solved_release(COURSE, ASSIGNMENT), export / f"honest_{ASSIGNMENT}.ipynb")
@@ -143,8 +139,8 @@ def strays(course) -> list[str]:
 
 
 @needs_bwrap
-def test_a_submission_that_fills_and_plants_everywhere_leaves_nothing(tmp_path, scratch):
-    course, export = course_with_submissions(tmp_path, fill=True)
+def test_a_submission_that_fills_and_plants_everywhere_leaves_nothing(tmp_path_factory, tmp_path, scratch):
+    course, export = course_with_submissions(tmp_path_factory, tmp_path, fill=True)
     done = grade_all(tmp_path, scratch, course, export)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "autograde: sandbox: searched the package for complete implementations of normalize" in done.stdout
@@ -158,8 +154,9 @@ def test_a_submission_that_fills_and_plants_everywhere_leaves_nothing(tmp_path, 
     assert strays(course) == []
 
 
-def test_without_the_sandbox_the_clean_up_removes_what_was_planted_on_the_host(tmp_path, scratch):
-    course, export = course_with_submissions(tmp_path, fill=False)
+def test_without_the_sandbox_the_clean_up_removes_what_was_planted_on_the_host(tmp_path_factory, tmp_path,
+                                                                              scratch):
+    course, export = course_with_submissions(tmp_path_factory, tmp_path, fill=False)
     done = grade_all(tmp_path, scratch, course, export, "--no-sandbox")
     assert done.returncode == 0, done.stdout + done.stderr
 

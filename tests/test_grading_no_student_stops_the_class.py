@@ -7,7 +7,6 @@ every student must be graded, with the points their answers deserve, and the rep
 say what was set aside.
 """
 
-import shutil
 import subprocess
 import sys
 
@@ -18,6 +17,7 @@ from nbgrader.api import Gradebook
 from conftest import COURSE
 from plmcourse.autograde import sandbox
 from plmcourse.release import nbgrader_env, solved_release
+from support import scratch_course
 
 pytestmark = pytest.mark.nbgrader
 
@@ -48,12 +48,7 @@ SUBMISSIONS = {"honest": honest, "noisy": noisy, "extra": honest, "notes": with_
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("class")
-    course = root / "course"
-    course.mkdir()
-    shutil.copy(COURSE / "nbgrader_config.py", course)
-    shutil.copytree(COURSE / "source" / ASSIGNMENT, course / "source" / ASSIGNMENT)
-    subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"],
-                   cwd=course, check=True, capture_output=True, env=nbgrader_env())
+    course = scratch_course(tmp_path_factory, root, ASSIGNMENT)
     export = root / "export"
     for student, make in SUBMISSIONS.items():
         (export / student).mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""plmcourse.grading.prompting (notebook 10): right answers pass, every catalogued mistake fails with its hint,
+"""plmcourse.judging.prompting (notebook 10): right answers pass, every catalogued mistake fails with its hint,
 bad answers get one sentence, the judges' mistakes are what they say (worked by hand), the cases cover every
 clause, and the verdicts are the same through the wire as here."""
 
@@ -18,15 +18,15 @@ from plmcourse.nn.prompting import pet_soft_labels as early_pet_soft_labels
 from plmcourse.ref.prompting import select_pseudo_labels as early_select_pseudo_labels
 from plmcourse.ref.prompting import verbalizer_log_probs as early_verbalizer_log_probs
 
-import plmcourse.grading as grading
+import plmcourse.judging as judging
 from mistake_catalogue import assert_one_sentence, catalogue_tests, failure, find_mistake
 from mistake_catalogue.prompting_mistakes import CATALOGUE, pet_notebook, sel_notebook, verb_notebook
 from plmcourse import nn as pnn
 from plmcourse import ref
-from plmcourse.grading import check_pet_soft_labels, check_select_pseudo_labels, check_verbalizer_log_probs, core
-from plmcourse.grading import prompting as checks
+from plmcourse.judging import check_pet_soft_labels, check_select_pseudo_labels, check_verbalizer_log_probs, core
+from plmcourse.judging import prompting as checks
 from test_grading_clauses import fixed_arguments
-from test_grading_core import judged
+from support import judged
 
 NAMES = ["check_verbalizer_log_probs", "check_pet_soft_labels", "check_select_pseudo_labels"]
 NOTEBOOK = {"check_verbalizer_log_probs": verb_notebook, "check_pet_soft_labels": pet_notebook,
@@ -58,13 +58,6 @@ def test_catalogue_covers_every_check():
         assert len(correct) >= 6 and len(mistakes) >= 18
 
 
-def test_every_check_is_exported():
-    assert set(NAMES) <= set(grading.__all__) and checks.__all__ == NAMES
-    for name in NAMES:
-        assert getattr(grading, name) is getattr(checks, name) and grading._CHECKS[name] == "prompting"
-        assert getattr(grading, name).device and getattr(grading, name).clauses
-
-
 def test_the_named_mistakes_are_in_the_catalogue():
     """Each mistake of the exercise's list has its entry."""
     names = {check: {name for name, _, _ in mistakes} for check, (_, mistakes) in CATALOGUE.items()}
@@ -85,7 +78,7 @@ def test_the_named_mistakes_are_in_the_catalogue():
 
 def test_every_diagnosis_of_the_judges_is_reached_by_a_catalogued_mistake():
     """No named diagnosis is dead code: each VB_, PET_ and SEL_ sentence ends some catalogued mistake's message."""
-    messages = " ".join(str(failure(getattr(grading, check), fn)) for check, (_, wrong) in CATALOGUE.items()
+    messages = " ".join(str(failure(getattr(judging, check), fn)) for check, (_, wrong) in CATALOGUE.items()
                         for _, fn, _ in wrong)
     diagnoses = {name: text for name, text in vars(checks).items()
                  if name.startswith(("VB_", "PET_", "SEL_")) and isinstance(text, str)}
@@ -99,7 +92,7 @@ def test_the_course_versions_pass_with_the_seal_lifted(capsys):
     for name, answer in (("check_verbalizer_log_probs", pnn.verbalizer_log_probs),
                          ("check_pet_soft_labels", pnn.pet_soft_labels),
                          ("check_select_pseudo_labels", pnn.select_pseudo_labels)):
-        unsealed = dataclasses.replace(getattr(grading, name), seal=())
+        unsealed = dataclasses.replace(getattr(judging, name), seal=())
         for hidden in (False, True, 7000):
             unsealed(answer, hidden=hidden)
     assert capsys.readouterr().out.count("cases passed") == 9
@@ -108,7 +101,7 @@ def test_the_course_versions_pass_with_the_seal_lifted(capsys):
 def test_the_notebook_answers_get_full_marks(capsys):
     for name, answer in NOTEBOOK.items():
         for hidden in (False, True, 1000, 123000, 1_000_000_000):
-            getattr(grading, name)(answer, hidden=hidden)
+            getattr(judging, name)(answer, hidden=hidden)
     assert capsys.readouterr().out.count("cases passed") == 15
 
 
@@ -273,13 +266,13 @@ def test_the_select_cases_cover_every_clause():
 def test_every_argument_takes_more_than_one_value(name, hidden):
     """tests/test_grading_clauses.py's rule, against the course's own signature (the notebook's is the same)."""
     signature = inspect.signature(getattr(pnn, name.removeprefix("check_")))
-    check = getattr(grading, name)
+    check = getattr(judging, name)
     assert not fixed_arguments(signature, check.cases(hidden, CPU), check.signature_args)
 
 
 def test_hidden_runs_extend_the_visible_ones_with_other_seeds():
     for name in NAMES:
-        check = getattr(grading, name)
+        check = getattr(judging, name)
         visible = [c.label for c in check.cases(False, CPU)]
         salted = {salt: [c.label for c in check.cases(salt, CPU)] for salt in (True, 5000)}
         assert salted[True][:len(visible)] == visible == salted[5000][:len(visible)]
@@ -461,7 +454,7 @@ def test_sealing_catches_the_course_versions_under_other_names():
     exec(compile(open(pnn.prompting.__file__).read(), "copied.py", "exec"), namespace)
     for name in NAMES:
         function = namespace[name.removeprefix("check_")]
-        assert f"calls plmcourse.nn.{function.__name__}" in str(failure(getattr(grading, name), function))
+        assert f"calls plmcourse.nn.{function.__name__}" in str(failure(getattr(judging, name), function))
 
 
 def test_the_seal_is_lifted_afterwards():
@@ -488,10 +481,10 @@ def test_the_same_verdict_through_the_wire_as_here(check_name, mistake):
     answer = CATALOGUE[check_name][0][0][1] if mistake is None else find_mistake(CATALOGUE, check_name, mistake)
     local = None
     try:
-        getattr(grading, check_name)(answer, hidden=True)
+        getattr(judging, check_name)(answer, hidden=True)
     except core.CheckFailed as failed:
         local = str(failed)
-    check = getattr(grading, check_name)
+    check = getattr(judging, check_name)
     passed, sentence, flags, shown = judged(check_name, check.driver(answer) if check.driver else answer)
     assert passed is (mistake is None) and (local is None) is (mistake is None)
     assert shown == ("passed" if passed else sentence)
@@ -512,7 +505,7 @@ def test_checks_leave_the_random_generators_alone(capsys):
     np.random.seed(3)
     before = torch.get_rng_state(), np.random.get_state()[1].copy()
     for name, answer in NOTEBOOK.items():
-        getattr(grading, name)(answer, hidden=True)
+        getattr(judging, name)(answer, hidden=True)
     assert torch.equal(torch.get_rng_state(), before[0]) and np.array_equal(np.random.get_state()[1], before[1])
 
 
@@ -520,13 +513,13 @@ def test_checks_leave_the_random_generators_alone(capsys):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_checks_on_cuda(capsys):
     for name in NAMES:
-        check = getattr(grading, name)
+        check = getattr(judging, name)
         for _, fn in CATALOGUE[name][0]:
             check(fn, hidden=True, device="cuda")
     for name, mistake in (("check_verbalizer_log_probs", "position 0 instead of the mask"),
                           ("check_pet_soft_labels", "weights ignored"), ("check_select_pseudo_labels", "global top-k")):
         wrong = find_mistake(CATALOGUE, name, mistake)
-        check = getattr(grading, name)
+        check = getattr(judging, name)
         assert str(failure(check, wrong, device="cuda")) == str(failure(check, wrong))
 
     def moves_to_cpu(logits, mask_positions, label_word_ids):

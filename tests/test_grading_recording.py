@@ -1,6 +1,6 @@
 """What a graded call runs is recorded in every thread, and what cannot be watched is reported.
 
-core._Record watches the calling thread and every thread started during the call (Python
+_Record watches the calling thread and every thread started during the call (Python
 functions and builtins, torch's under any name); a thread that already ran before the call,
 one started around threading, or a recorder switched off shows up among the calls as
 "thread:...". Honest answers that use threads or torch.jit.script still pass, with nothing
@@ -20,8 +20,10 @@ import pytest
 import torch
 
 import plmcourse  # noqa: F401
-import plmcourse.grading as grading
-from plmcourse.grading import core, wire
+import plmcourse.judging as judging
+from plmcourse.grading import wire
+from plmcourse.judging import core
+from plmcourse.grading.core import serve
 
 
 def judged(check_name, fn):
@@ -34,7 +36,7 @@ def judged(check_name, fn):
         wire.receive(judge_end)
         remote = core.Remote(judge_end)
         try:
-            getattr(grading, check_name)(remote, hidden=True)
+            getattr(judging, check_name)(remote, hidden=True)
             outcome.update(passed=True, sentence=remote.passed)
         except core.CheckFailed as failure:
             outcome.update(passed=False, sentence=str(failure))
@@ -44,7 +46,7 @@ def judged(check_name, fn):
     thread = threading.Thread(target=judge, name="test judge")
     thread.start()
     try:
-        core.serve(kernel_end, check_name, fn, True)
+        serve(kernel_end, check_name, fn, True)
     except core.CheckFailed:
         pass
     thread.join(timeout=60)

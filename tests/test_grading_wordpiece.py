@@ -1,4 +1,4 @@
-"""plmcourse.grading.wordpiece: right answers pass, every catalogued mistake fails with its hint,
+"""plmcourse.judging.wordpiece: right answers pass, every catalogued mistake fails with its hint,
 and the check holds up against delegation, monkey-patching and cached answers."""
 
 import plmcourse  # noqa: F401  (first: sets OMP_WAIT_POLICY before numpy/torch load)
@@ -11,11 +11,10 @@ import torch
 # An alias taken before the checks are imported, as a notebook might: sealing must still see it.
 from plmcourse.data import wordpiece as early_wordpiece
 
-import plmcourse.grading as grading
 from mistake_catalogue import catalogue_tests, failure, find_mistake
 from mistake_catalogue.wordpiece_mistakes import CATALOGUE, wp_recursive, wp_while
 from plmcourse.grading import CheckFailed, check_wordpiece
-from plmcourse.grading import wordpiece as checks
+from plmcourse.judging import wordpiece as checks
 
 course_module = importlib.import_module("plmcourse.data.wordpiece")
 
@@ -36,11 +35,6 @@ def test_catalogue_covers_every_check():
     assert set(CATALOGUE) == {"check_wordpiece"}
     for correct, mistakes in CATALOGUE.values():
         assert len(correct) >= 5 and len(mistakes) >= 15
-
-
-def test_every_check_is_exported():
-    assert "check_wordpiece" in grading.__all__ and checks.__all__ == ["check_wordpiece"]
-    assert grading.check_wordpiece is checks.check_wordpiece
 
 
 def test_the_named_mistakes_are_in_the_catalogue():

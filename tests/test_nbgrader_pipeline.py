@@ -5,7 +5,6 @@ then the scores are read back from the real gradebook and the real CSV.
 """
 
 import csv
-import shutil
 import subprocess
 import sys
 
@@ -15,6 +14,7 @@ import pytest
 from conftest import COURSE
 from plmcourse.autograde.demos import NOT_RUN_NOTE, cells_to_skip, is_demo
 from plmcourse.release import nbgrader_env, solved_release
+from support import scratch_course
 
 pytestmark = pytest.mark.nbgrader
 
@@ -81,11 +81,7 @@ SUBMISSIONS = {  # student -> (notebook, expected points per test cell)
 
 @pytest.fixture(scope="module")
 def graded_course(tmp_path_factory):
-    course = tmp_path_factory.mktemp("instructor") / "course"
-    course.mkdir()
-    shutil.copy(COURSE / "nbgrader_config.py", course)
-    shutil.copytree(COURSE / "source" / ASSIGNMENT, course / "source" / ASSIGNMENT)
-    nbgrader(course, "generate_assignment", ASSIGNMENT, "--force")
+    course = scratch_course(tmp_path_factory, tmp_path_factory.mktemp("instructor"), ASSIGNMENT)
     for student, (make, _) in SUBMISSIONS.items():
         nbgrader(course, "db", "student", "add", student, f"--first-name={student.title()}", "--last-name=Test")
         folder = course / "submitted" / student / ASSIGNMENT

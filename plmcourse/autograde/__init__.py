@@ -1,7 +1,9 @@
 """What an instructor runs to grade: the sandbox, the judge, the workflow, nbgrader plug-ins.
 
-Nothing here is imported by a student's notebook; `plmcourse.grading` is that side.
-How the two meet is drawn in `plmcourse.grading`'s docstring.
+Nothing here is imported by a student's notebook; `plmcourse.grading` is that side, and
+`plmcourse.judging` (the checks' cases, references and catalogues) is the judge's, which the
+grading sandbox holds no more than this folder. How they meet is drawn in `plmcourse.grading`'s
+docstring.
 
 The rule every part keeps: **everything that comes from the sandbox is hostile data.** Return
 values, the kernel's reports of its own calls, stdout and stderr, the notebook JSON and any

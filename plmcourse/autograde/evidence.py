@@ -183,6 +183,7 @@ SUSPICIOUS = {
     "__code__": "rewrites function code",
     "sys.modules": "edits the module table",
     "plmcourse.grading": "touches the course's checks",
+    "plmcourse.judging": "touches the course's judge",
     "builtins": "touches Python's builtins",
     "setprofile": "installs a profiler hook",
     "settrace": "installs a trace hook",
@@ -549,11 +550,11 @@ def library_names(check_name: str) -> tuple[tuple, tuple, tuple]:
     seal labels (torch.nn.functional.softmax -> softmax); names: those and the plain names of
     its `flag_library`; prefixes: `flag_library`'s beginnings of private names ("_softmax").
     """
-    import plmcourse.grading as grading
+    import plmcourse.judging as judging
 
-    check = getattr(grading, check_name, None)
-    if check is None:
+    if check_name not in judging.CHECKS:
         return (), (), ()
+    check = judging.spec(check_name)
     seal = check.seal() if callable(check.seal) else check.seal
     names = {check_name.removeprefix("check_")}
     for _, label in seal:

@@ -21,6 +21,8 @@ and moved over, never through a link) so that no view of it can run anything:
   them as escaped text, so the test cells' sentences read as before;
 - TeX: MathJax turns \\href{url} into a link, so a TeX link to anything but http(s), mailto or
   a relative address becomes a link to `#`;
+- size: a cell keeps MAX_CELL_OUTPUT bytes of outputs and the notebook MAX_NOTEBOOK_OUTPUT
+  (`cap_outputs`); what is past them is dropped, with one line in the cell and in the report;
 - metadata: a cell keeps only nbgrader's keys, tags, the editing and hiding flags and the
   execution times, each with the type nbgrader and Jupyter write; the notebook keeps only its
   kernelspec and language_info (widget state goes: the page would load a widget manager to
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 import os
 import re
 import uuid
@@ -483,7 +486,39 @@ def clean_notebook(nb: dict, course_texts: set) -> tuple[dict, Counter]:
     cleaned = {key: nb[key] for key in ("nbformat", "nbformat_minor") if key in nb}
     cleaned["metadata"] = {key: metadata[key] for key in NOTEBOOK_METADATA if isinstance(metadata.get(key), dict)}
     cleaned["cells"] = [c for c in (clean_cell(cell, course_texts, found) for cell in nb["cells"]) if c is not None]
+    cap_outputs(cleaned["cells"], found)
     return cleaned, +found
+
+
+# ---------------------------------------------------------------- output size
+
+MAX_CELL_OUTPUT = 4 * 1024 ** 2       # bytes of outputs (as JSON) one cell may keep; the course's biggest plot
+MAX_NOTEBOOK_OUTPUT = 16 * 1024 ** 2  # cells are about 0.1 MB, its notebooks' outputs under 3 MB in all
+KEPT_ERROR = 8 * 1024                 # an error output this small is kept past a cap: it holds a check's sentence
+OVER_CAP = "outputs over the size cap"
+
+
+def cap_outputs(cells: list, found: Counter) -> None:
+    """Drop, in place, the outputs past MAX_CELL_OUTPUT in a cell or MAX_NOTEBOOK_OUTPUT in the notebook, in
+    their order (small error outputs stay), each cell that lost any ending with one line saying so."""
+    left = MAX_NOTEBOOK_OUTPUT
+    for cell in cells:
+        kept, dropped, size = [], 0, 0
+        for output in cell.get("outputs", []):
+            n = len(json.dumps(output))
+            if size + n <= min(MAX_CELL_OUTPUT, left) or (output["output_type"] == "error" and n <= KEPT_ERROR):
+                kept.append(output)
+                size += n
+            else:
+                dropped += n
+        left -= size
+        if dropped:
+            found[OVER_CAP] += 1
+            kept.append({"output_type": "stream", "name": "stderr",
+                         "text": f"[{dropped / 1024 ** 2:.1f} MB of this cell's output dropped while grading: a cell "
+                                 f"keeps {MAX_CELL_OUTPUT // 1024 ** 2} MB, a notebook "
+                                 f"{MAX_NOTEBOOK_OUTPUT // 1024 ** 2} MB]\n"})
+            cell["outputs"] = kept
 
 
 # ---------------------------------------------------------------- files
@@ -564,10 +599,14 @@ def neutralise_file(path: Path, student: str, texts: set) -> list[str]:
                 f"file is kept"]
     if found is None:
         return [line]
+    lines = []
+    if found.pop(OVER_CAP, 0):
+        lines.append(_printable(f"{label}: outputs over the size cap dropped ({MAX_CELL_OUTPUT // 1024 ** 2} MB a cell, "
+                                f"{MAX_NOTEBOOK_OUTPUT // 1024 ** 2} MB a notebook); each such cell says so", 400))
     if not found:
-        return []
+        return lines
     what = ", ".join(f"{kind} ({n})" for kind, n in sorted(found.items(), key=lambda item: (-item[1], item[0])))
-    return [_printable(f"{label}: removed what a browser would run before anyone opens it: {what}", 400)]
+    return lines + [_printable(f"{label}: removed what a browser would run before anyone opens it: {what}", 400)]
 
 
 def neutralise_graded(course: Path, assignment: str, student: str | None = None) -> list[str]:

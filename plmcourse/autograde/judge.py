@@ -77,9 +77,9 @@ def load_sealed_libraries(check: str) -> None:
     import importlib
     import importlib.util
 
-    from plmcourse.grading import _CHECKS
+    from plmcourse.grading import CHECKS
 
-    for module in SEALED_LIBRARIES.get(_CHECKS.get(check, ""), ()):
+    for module in SEALED_LIBRARIES.get(CHECKS.get(check, ""), ()):
         try:
             if importlib.util.find_spec(module) is not None:
                 importlib.import_module(module)
@@ -114,7 +114,7 @@ class Judge:
     def __enter__(self):
         self.folder.mkdir(parents=True, exist_ok=True)
         os.chmod(self.folder, 0o700)
-        import plmcourse.grading.core  # noqa: F401  (load the checks' machinery once, before any thread)
+        import plmcourse.judging.core  # noqa: F401  (load the checks' machinery once, before any thread)
 
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(str(self.socket_path))
@@ -161,20 +161,26 @@ class Judge:
                     return
                 if message is None:
                     return
+                if "refused" in message:  # the kernel's policy refused something: a flag, never a verdict
+                    self._record(record, refusal(message))
+                    continue
                 verdict = self._judge(connection, message, record)
                 if skipped and not verdict["passed"] and "your function raised" in verdict["message"]:
                     note = (f"; note that {skipped} demonstration cell(s) were not run while grading: if your "
                             f"answer relies on something one of them computes, compute it in the answer cell.")
                     verdict["message"] = verdict["message"].rstrip(".") + note
                     verdict["shown"] = verdict["shown"].rstrip(".") + note
-                with self.lock, open(record, "a", encoding="utf-8") as f:
-                    f.write(json.dumps(verdict) + "\n")
+                self._record(record, verdict)
                 try:
                     wire.send(connection, {"verdict": {"passed": verdict["passed"], "message": verdict["shown"]}})
                 except OSError:
                     return
                 if verdict.get("broken"):
                     return
+
+    def _record(self, record: Path, verdict: dict) -> None:
+        with self.lock, open(record, "a", encoding="utf-8") as f:
+            f.write(json.dumps(verdict) + "\n")
 
     def skipped_demos(self, record: Path) -> int:
         """How many demo cells grading leaves out of this submission (read as JSON, never run)."""
@@ -200,13 +206,13 @@ class Judge:
 
     def _judge(self, connection, message, record) -> dict:
         """Run the check the kernel announced against the kernel's answers; the verdict as a dict."""
-        import plmcourse.grading as grading
-        from plmcourse.grading.core import CheckFailed, Remote
+        import plmcourse.judging as judging
+        from plmcourse.judging.core import CheckFailed, Remote
 
         name, hidden = message.get("check"), message.get("hidden") is True
         verdict = {"check": one_line(name, 100), "hidden": hidden, "passed": False, "flags": []}
         student = record.name.split("__")[0]
-        if not isinstance(name, str) or name not in grading._CHECKS:
+        if not isinstance(name, str) or name not in judging.CHECKS:
             verdict["message"] = verdict["shown"] = one_line(
                 f"the kernel asked for a check the course does not have ({str(name)[:100]!r})", 600)
             return verdict
@@ -215,7 +221,7 @@ class Judge:
             load_sealed_libraries(name)
         shown = None
         try:
-            getattr(grading, name)(remote, hidden=self.salt(student, name) if hidden else False)
+            judging.spec(name)(remote, hidden=self.salt(student, name) if hidden else False)
             verdict.update(passed=True, message=remote.passed)
         except CheckFailed as failed:
             verdict["message"] = str(failed)
@@ -261,6 +267,20 @@ def graded_cells(course: Path, assignment: str) -> dict:
                                   tuple(dict.fromkeys(hidden or anywhere))))
         found[path.stem] = cells
     return found
+
+
+POLICY = "policy"  # a record's name for what the kernel's policy refused outside any check
+
+
+def refusal(message: dict) -> dict:
+    """A record line for a refusal the kernel reported between checks ({"refused": sentence}): a flag
+    only. The kernel's word can add evidence, never a grade."""
+    return {"check": POLICY, "hidden": False, "passed": True, "message": "",
+            "flags": [refusal_flag(message.get("refused"))]}
+
+
+def refusal_flag(sentence) -> str:
+    return one_line(f"the kernel's policy {str(sentence)[:300]} (the kernel's own report)")
 
 
 def read_record(path: Path) -> dict:

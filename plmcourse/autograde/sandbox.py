@@ -14,8 +14,9 @@ command is this module, which starts the ordinary IPython kernel under `bwrap`:
   the system's) site-packages and dist-packages are empty folders inside, unless the
   grader's own Python imports from them (`hidden_python_dirs`);
 * a plmcourse package in which no complete implementation of a graded function is left
-  (`grading_package`: the checks are shells that hand every call to the judge, and
-  whatever the package holds that passes a graded function's check is stubbed);
+  (`grading_package`: without plmcourse/judging/, so the checks are their declarations
+  alone, which hand every call to the judge; and whatever the package holds that passes a
+  graded function's check is stubbed);
 * the kernel's working folder is a fresh, private, size-capped tmpfs at the notebook's
   path (as are /tmp and /dev/shm): what student code writes is gone with the kernel and
   never reaches autograded/ or feedback/, and the notebook nbgrader is executing (which
@@ -60,6 +61,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import plmcourse
+from plmcourse.grading import policy
 
 DEFAULT_MEMORY = 4 * 1024 ** 3  # bytes of data segment; the notebooks peak well under 1 GiB
 # The empty root gets these of the host's, read-only, where they exist (the loader, the C
@@ -72,6 +74,7 @@ ETC_PATHS = ("/etc/ld.so.cache", "/etc/ssl", "/etc/ca-certificates", "/etc/local
 PASSED_ENV = ("PLMCOURSE_CELL_SECONDS", "PLMCOURSE_RUN_DEMOS", "OMP_NUM_THREADS")
 MAX_FILE_SIZE = 256 * 1024 ** 2   # RLIMIT_FSIZE: a bigger write fails in the cell (OSError EFBIG)
 TMPFS_SIZE = 512 * 1024 ** 2      # each writable folder inside (/tmp, /dev/shm, the working folder)
+MAX_CPU_SECONDS = 20 * 60         # RLIMIT_CPU of a grading kernel (limit_resources)
 SOCKET_TMPFS_SIZE = 1024 ** 2     # the sockets' folder: sockets take no room, anything else fails soon
 # Where installed packages live, besides the base interpreter's own (site.getsitepackages).
 SYSTEM_SITE_GLOBS = ("/usr/lib/python3*/*-packages", "/usr/lib64/python3*/*-packages",
@@ -271,14 +274,9 @@ def bwrap_command(kernel_argv: list[str], notebook_dir: Path, course_root: Path,
 
 
 STUBBED_FOLDERS = ("ref", "nn", "data")
-# The grading machinery runs on the host only: the kernel's copy leaves it out.
-LEFT_OUT = ("autograde", "cli.py", "__main__.py", "release.py")
-# Of plmcourse/grading/, what the kernel's copy keeps as it is; each check's own module becomes a shell.
-KERNEL_GRADING = ("__init__.py", "core.py", "wire.py")
-# What a kernel runs of grading/core.py starts here; run_check, the judge's engine, is never reached
-# by a shell (its cases raise first), so it is stubbed with everything only it uses.
-KERNEL_CORE = ("Check", "CheckFailed", "serve", "_judge_connection")
-JUDGE_ENGINE = ("run_check",)
+# What runs on the host only: the judge's folder (cases, references, catalogues, the engine) and the
+# grading machinery. The kernel's copy leaves them out, whole.
+LEFT_OUT = ("judging", "autograde", "cli.py", "__main__.py", "release.py")
 SEARCH_SECONDS = 10.0   # one candidate's run on a check's visible cases; longer, and it is skipped
 SEARCH_VERSION = "1"    # in the cache key: a change to the search itself makes earlier results stale
 CACHE_FOLDER = ".plmcourse-cache"  # in the course directory, which the sandbox hides
@@ -299,9 +297,9 @@ def graded_functions(notebooks=None) -> set[str]:
     them, or those whose checks the given notebooks call (one assignment's exercises)."""
     import nbformat  # here, not at the top: the kernel's launcher imports this module too
 
-    from plmcourse.grading import _CHECKS
+    from plmcourse.grading import CHECKS
 
-    names = {name.removeprefix("check_") for name in _CHECKS}
+    names = {name.removeprefix("check_") for name in CHECKS}
     if notebooks is None:
         return names
     called = set()
@@ -316,14 +314,12 @@ def grading_package(folder: Path, names: set[str] | None = None, cache: Path | N
     """A copy of the plmcourse package under `folder` for the sandbox, in which no complete
     implementation of the functions in `names` (default: every graded function) is left:
 
-    * each check's module (grading/<topic>.py) is a shell (check_shells): every check keeps its
-      name, doc, argument names, device flag and driver, and hands its call to the judge; the
-      cases, references, judges and catalogues of mistakes are not in the copy;
-    * in grading/core.py, what only the judge runs is stubbed (judge_only_functions);
+    * plmcourse/judging/ (cases, references, judges, catalogues of mistakes, the engine) is not in
+      it, nor is the grading machinery (LEFT_OUT): grading/ holds each check's declaration, which
+      hands its call to the judge;
     * in ref/, nn/ and data/, the functions named in `names` are stubbed; and anywhere in the
       copy, every function, method or class that passes one of their checks on its visible
-      cases, whatever its name (find_implementations, a search by behaviour);
-    * the grading machinery (LEFT_OUT) is not there at all.
+      cases, whatever its name (find_implementations, a search by behaviour).
 
     Mounted over the package inside the sandbox: an answer that calls one, under any name,
     or runs a copy of its code read from the package's files, fails like any wrong answer.
@@ -339,32 +335,31 @@ def grading_package(folder: Path, names: set[str] | None = None, cache: Path | N
         report.append(search.summary())
     target = Path(folder) / "plmcourse"
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", *LEFT_OUT))
-    from_core = check_shells(target)
     for path in sorted(target.rglob("*.py")):
         relative = path.relative_to(target.parent).as_posix()  # plmcourse/ref/attention.py
-        if _is_check_module(relative):
-            continue
         stubs = set(search.found.get(relative, ()))
         if relative.split("/")[1] in STUBBED_FOLDERS:
             stubs |= names
         text = path.read_text(encoding="utf-8")
-        if relative == "plmcourse/grading/core.py":
-            stubs |= judge_only_functions(text, {*KERNEL_CORE, *from_core})
         stubbed = stub_source(text, _module_name(relative), stubs)
         if stubbed != text:
             path.write_text(stubbed, encoding="utf-8")
+    # The kernel's policy reads its allow-list of imports here (plmcourse.grading.policy.read_allowed).
+    (target / "grading" / policy.ALLOWED_FILE).write_text(allowed_lists(), encoding="utf-8")
     compileall.compile_dir(str(target), quiet=1)  # the sandbox writes no bytecode: ship it
     return target
+
+
+@functools.lru_cache(maxsize=1)
+def allowed_lists() -> str:
+    """The kernel's allow-list (plmcourse.grading.policy.allowed) as JSON, once per grading process:
+    reading every distribution's metadata takes a second or two."""
+    return json.dumps(policy.allowed())
 
 
 def _module_name(relative: str) -> str:
     parts = relative.removesuffix(".py").split("/")
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _is_check_module(relative: str) -> bool:
-    parts = relative.split("/")
-    return len(parts) == 3 and parts[1] == "grading" and parts[2] not in KERNEL_GRADING
 
 
 def _is_left_out(relative: str) -> bool:
@@ -373,7 +368,7 @@ def _is_left_out(relative: str) -> bool:
 
 
 # ----------------------------------------------------------------------------
-# Stubs and shells: source rewritten with the AST, line numbers kept where the code stays
+# Stubs: source rewritten with the AST, line numbers kept where the code stays
 
 
 def stub_source(source: str, module: str, names: set[str]) -> str:
@@ -423,136 +418,6 @@ def _definitions(tree: ast.Module, qualname: str) -> list:
     if isinstance(node, ast.ClassDef):
         return [(f"{qualname}.{n.name}", n) for n in node.body if isinstance(n, _DEFS[:2])]
     return [(qualname, node)]
-
-
-def check_shells(package: Path) -> set[str]:
-    """Rewrite each check's module of the copy `package` (grading/<topic>.py) as a shell; return
-    the names the shells import from grading.core.
-
-    A shell holds each Check with its name, doc, argument names, device flag and driver (the
-    driver's code and what it uses stay: it runs in the kernel), and for cases, reference and
-    judge a function that says the check runs in the judge. Calling it in a kernel connected to
-    the judge works as before (Check.__call__ hands the call to `serve`); nothing else does.
-    """
-    from plmcourse.grading.core import Check
-
-    imported = set()
-    for path in sorted((package / "grading").glob("*.py")):
-        if path.name in KERNEL_GRADING:
-            continue
-        module = importlib.import_module(f"plmcourse.grading.{path.stem}")  # the grader's own, full module
-        checks = [(variable, value) for variable, value in vars(module).items() if isinstance(value, Check)]
-        drivers = sorted({check.driver.__name__ for _, check in checks if check.driver is not None})
-        for name in drivers:
-            if not callable(getattr(module, name, None)):
-                raise RuntimeError(f"{module.__name__}: a check's driver {name} is not a function of the module")
-        kept, tree = kernel_statements(path.read_text(encoding="utf-8"), drivers)
-        imported |= {alias.name for node in tree if isinstance(node, ast.ImportFrom)
-                     and node.module == "plmcourse.grading.core" for alias in node.names}
-        path.write_text(_shell_text(module.__name__, kept, checks), encoding="utf-8")
-    return imported
-
-
-def _shell_text(module_name: str, kept: str, checks: list) -> str:
-    lines = [f'"""{module_name} as the grading sandbox holds it: each check hands its call to the judge.',
-             "",
-             "Generated by plmcourse.autograde.sandbox.check_shells. The cases, references, judges and",
-             'catalogues of mistakes are in the grader\'s copy only."""',
-             "",
-             "from plmcourse.grading.core import Check as _Check",
-             "",
-             kept,
-             "",
-             "def _in_the_judge(*args, **kwargs):",
-             "    raise RuntimeError('while grading, this check runs in the judge only (the kernel has no "
-             "connection to it)')",
-             ""]
-    for variable, check in checks:
-        driver = check.driver.__name__ if check.driver is not None else None
-        lines.append(f"{variable} = _Check(name={check.name!r}, doc={check.doc!r}, "
-                     f"arg_names={tuple(check.arg_names)!r}, cases=_in_the_judge, reference=_in_the_judge, "
-                     f"judge=_in_the_judge, device={bool(check.device)!r}, driver={driver})")
-    return "\n".join(lines) + "\n"
-
-
-def kernel_statements(source: str, roots, stop=()) -> tuple[str, list]:
-    """The top-level statements of `source` that define the names in `roots` and, in turn,
-    every module-level name those use (but not the names in `stop`), in their order: imports
-    cut to the names used, the rest as written. Returns (their text, their nodes)."""
-    tree = ast.parse(source)
-    keep, needed = _closure(tree, roots, stop)
-    lines = source.splitlines(keepends=True)
-    texts, nodes = [], []
-    future = [n for n in tree.body if isinstance(n, ast.ImportFrom) and n.module == "__future__"]
-    for node in future:
-        texts.append(ast.unparse(node))
-    for index in sorted(keep):
-        node = tree.body[index]
-        if node in future:
-            continue
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            node = _trimmed_import(node, needed)
-            texts.append(ast.unparse(node))
-        else:
-            start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-            texts.append("".join(lines[start - 1:node.end_lineno]).rstrip("\n"))
-        nodes.append(node)
-    return "\n\n".join(texts) + "\n", nodes
-
-
-def judge_only_functions(source: str, roots) -> set[str]:
-    """The top-level functions of `source` (grading/core.py) that a kernel never runs: all but
-    those the `roots` use, directly or not, where JUDGE_ENGINE counts as never run."""
-    tree = ast.parse(source)
-    _, needed = _closure(tree, roots, JUDGE_ENGINE)
-    defined = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    return defined - needed
-
-
-def _closure(tree: ast.Module, roots, stop=()) -> tuple[set, set]:
-    """(indices of the top-level statements, names) needed for `roots`: a statement that binds a
-    needed name is kept, and the names it reads are needed in turn (imports end the chain)."""
-    binders = {}
-    for index, node in enumerate(tree.body):
-        for name in _bound_names(node):
-            binders.setdefault(name, []).append(index)
-    keep, needed, todo = set(), set(), [name for name in roots if name not in stop]
-    while todo:
-        name = todo.pop()
-        if name in needed or name in stop:
-            continue
-        needed.add(name)
-        for index in binders.get(name, []):
-            if index not in keep:
-                keep.add(index)
-                node = tree.body[index]
-                if not isinstance(node, (ast.Import, ast.ImportFrom)):
-                    todo += [n.id for n in ast.walk(node) if isinstance(n, ast.Name)]
-    return keep, needed
-
-
-def _bound_names(node) -> list[str]:
-    if isinstance(node, _DEFS):
-        return [node.name]
-    if isinstance(node, (ast.Import, ast.ImportFrom)):
-        return [_alias_name(alias, node) for alias in node.names]
-    if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        return [n.id for target in targets for n in ast.walk(target) if isinstance(n, ast.Name)]
-    return []
-
-
-def _alias_name(alias, node) -> str:
-    if alias.asname:
-        return alias.asname
-    return alias.name.split(".")[0] if isinstance(node, ast.Import) else alias.name
-
-
-def _trimmed_import(node, needed):
-    aliases = [alias for alias in node.names if _alias_name(alias, node) in needed]
-    if isinstance(node, ast.Import):
-        return ast.Import(names=aliases)
-    return ast.ImportFrom(module=node.module, names=aliases, level=node.level)
 
 
 # ----------------------------------------------------------------------------
@@ -676,7 +541,7 @@ def search_worker(package_parent: str, names: list, seconds: float, fd: int) -> 
 
     import torch
 
-    import plmcourse.grading as grading
+    import plmcourse.judging as judging
 
     package = Path(package_parent, "plmcourse")
     if Path(plmcourse.__file__).resolve().parent != package.resolve():
@@ -685,7 +550,7 @@ def search_worker(package_parent: str, names: list, seconds: float, fd: int) -> 
     tried = 0
     with os.fdopen(fd, "w", buffering=1, encoding="utf-8") as out:
         for name in names:
-            check = getattr(grading, f"check_{name}")
+            check = judging.spec(f"check_{name}")
             # The seals would fail the course's own functions at once: the search asks what computes
             # the function, not what the answer may call.
             unsealed = dataclasses.replace(check, seal=())
@@ -702,11 +567,11 @@ def search_worker(package_parent: str, names: list, seconds: float, fd: int) -> 
 
 def _candidates(package: Path):
     """(file, qualified name, callable) for each function, class and method defined in the modules
-    of `package` that the kernel's copy keeps (not the machinery, not the checks' own modules)."""
+    of `package` that the kernel's copy keeps (not the judge's folder, not the machinery)."""
     seen = set()
     for path in sorted(package.rglob("*.py")):
         relative = path.relative_to(package.parent).as_posix()
-        if _is_left_out(relative) or _is_check_module(relative):
+        if _is_left_out(relative):
             continue
         try:
             module = importlib.import_module(_module_name(relative))
@@ -809,9 +674,12 @@ def limit_file_size(size: int = MAX_FILE_SIZE) -> None:
 
 
 def limit_resources(memory: int = DEFAULT_MEMORY, file_size: int = MAX_FILE_SIZE) -> None:
-    """The sandbox's limits, for a preexec_fn or before exec: memory (limit_memory) and file size."""
+    """The sandbox's limits, for a preexec_fn or before exec: memory (limit_memory), file size, CPU time."""
     limit_memory(memory)
     limit_file_size(file_size)
+    # A kernel's CPU time in all, its threads' included: past it the kernel is stopped (SIGXCPU), which
+    # costs that notebook's remaining cells only. A notebook graded whole takes well under 4 minutes of it.
+    resource.setrlimit(resource.RLIMIT_CPU, (MAX_CPU_SECONDS, MAX_CPU_SECONDS))
 
 
 def connect_judge(notebook_dir: Path) -> int | None:
@@ -857,9 +725,10 @@ def launch(connection_file: str, course_root: str, memory: int, kernel_args: lis
                      f"the course; run through `plmcourse grade autograde`")
     judge_fd = connect_judge(notebook_dir)
     env = {} if judge_fd is None else {"PLMCOURSE_JUDGE_FD": str(judge_fd)}
-    # -P: the kernel's working folder is not put first on sys.path, so nothing planted
-    # there (an ipykernel_launcher.py, a plmcourse/ package) is what `-m` runs.
-    kernel = [sys.executable, "-P", "-m", "ipykernel_launcher", "-f", str(connection), *kernel_args]
+    # -P: the kernel's working folder is not put first on sys.path, so nothing planted there (a
+    # plmcourse/ package) is what `-m` runs. The module is ipykernel's launcher with the grading
+    # policy installed before the first cell (plmcourse.grading.policy).
+    kernel = [sys.executable, "-P", "-m", "plmcourse.grading.policy", "-f", str(connection), *kernel_args]
     if not use_sandbox:
         os.environ.pop("PLMCOURSE_JUDGE_SOCKET", None)
         os.execve(sys.executable, kernel, {**os.environ, **env})

@@ -26,6 +26,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -408,10 +409,14 @@ def autograde(course: Path, assignment: str, use_sandbox: bool = True,
         def grade(group, env):
             return run_nbgrader(course, "autograde", assignment, "--force", *_only(students, group), env=env)
 
+        started = time.time()
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             done = list(pool.map(grade, groups, envs))
-        # Rare, so one at a time: each nbgrader process must have its own sockets' directory.
-        alone = [s for group, d in zip(groups, done) if d.returncode and len(group) > 1 for s in group]
+        # Rare, so one at a time: each nbgrader process must have its own sockets' directory. Of a process
+        # that failed, only the students it did not grade in this run: nbgrader removes a submission it
+        # could not grade, and grades every other one in a kernel of its own.
+        alone = [s for group, d in zip(groups, done) if d.returncode and len(group) > 1 for s in group
+                 if not graded_since(course, assignment, s, started)]
         retried = {s: grade([s], envs[0]) for s in alone}
         # The grader's own reading of each submission: what it forbids scores 0 like a reported call.
         read = review.read_submissions(course, assignment, students)
@@ -426,6 +431,13 @@ def autograde(course: Path, assignment: str, use_sandbox: bool = True,
     report += _review(course, assignment, students, kernel_flags, failures, read)
     stdout = "".join(f"{line}\n" for line in report)
     return subprocess.CompletedProcess(["nbgrader", "autograde", assignment], 1 if failed else 0, stdout, stderr)
+
+
+def graded_since(course: Path, assignment: str, student: str, since: float) -> bool:
+    """Whether nbgrader wrote `student`'s autograded notebooks of `assignment` after `since` (a time.time())."""
+    folder = Path(course) / "autograded" / student / assignment
+    notebooks = [path for path in folder.glob("*.ipynb") if not path.is_symlink()] if folder.is_dir() else []
+    return bool(notebooks) and all(path.stat().st_mtime >= since for path in notebooks)
 
 
 def _review(course: Path, assignment: str, students: list[str], kernel_flags: list, failures: list,

@@ -1,8 +1,13 @@
 """The checks that the notebooks' test cells call: `from plmcourse.grading import check_softmax`.
 
-One check module per topic, with the same stem as its `plmcourse.ref` / `plmcourse.nn`
-module and its tests. Each is imported the first time a notebook asks for one of its
-checks (PEP 562), so a kernel pays only for the checks it uses.
+This folder is what a student's kernel runs of the grading, and all the grading sandbox holds
+of it: one module per topic (the same stem as its `plmcourse.ref` / `plmcourse.nn` module and
+its tests) that declares each check (name, doc, argument names, the driver of an exercise whose
+argument is a class), `core` (the call, the recorder, the connection) and `wire` (plain data).
+What only the judge runs (cases, references, mistake catalogues, the engine) is in
+`plmcourse.judging`, under the same stems. `CHECKS` is the registry of both: every check's
+name and the stem of its two modules. A topic's module is imported the first time a notebook
+asks for one of its checks (PEP 562), so a kernel pays only for the checks it uses.
 
 How a check reaches the gradebook:
 
@@ -11,12 +16,12 @@ How a check reaches the gradebook:
     test cell: check_softmax(softmax)
       |
       |  no judge connected (the student's own kernel, Validate):
-      |    run_check runs every case here and prints the verdict: feedback only.
+      |    plmcourse.judging's Spec runs every case here and prints the verdict: feedback only.
       |
       |  judge connected (`plmcourse grade autograde`: the kernel runs in the sandbox,
       |  plmcourse.autograde.sandbox, with a socket to the judge):
       |    serve():  "check_softmax ran"  ----------->  plmcourse.autograde.judge
-      |                                                 runs the same check_softmax with a Remote
+      |                                                 runs check_softmax's Spec with a Remote
       |              inputs of case 1  <--------------  (cases, references, tolerances, the
       |    calls softmax, returns plain data ------->    mistake catalogue stay here)
       |              ... every case ...
@@ -31,7 +36,8 @@ How a check reaches the gradebook:
 
 import importlib
 
-_CHECKS = {
+# The registry: each check's name -> the stem of its modules in grading/ and judging/.
+CHECKS = {
     "check_normalize": "welcome",
     "check_log_softmax": "word_vectors",
     "check_noise_distribution": "word_vectors",
@@ -79,15 +85,15 @@ _CHECKS = {
     "check_clip_loss": "multimodal",
 }
 
-__all__ = ["CheckFailed", *_CHECKS]
+__all__ = ["CHECKS", "CheckFailed", *CHECKS]
 
 
 def __getattr__(name):
     if name == "CheckFailed":
         from plmcourse.grading.core import CheckFailed
         return CheckFailed
-    if name in _CHECKS:
-        return getattr(importlib.import_module(f"plmcourse.grading.{_CHECKS[name]}"), name)
+    if name in CHECKS:
+        return getattr(importlib.import_module(f"plmcourse.grading.{CHECKS[name]}"), name)
     raise AttributeError(f"module 'plmcourse.grading' has no attribute {name!r}")
 
 

@@ -8,7 +8,7 @@ that adding a mistake is adding one entry.
 
 import pytest
 
-import plmcourse.grading as grading
+import plmcourse.judging as judging
 from plmcourse.grading import CheckFailed
 
 
@@ -40,19 +40,19 @@ def catalogue_tests(catalogue):
     @pytest.mark.parametrize("hidden", [False, True, 7000], ids=["visible", "hidden", "salted"])
     @pytest.mark.parametrize("check_name, name, fn", correct, ids=[f"{c}-{n}" for c, n, _ in correct])
     def test_correct_implementation_passes(check_name, name, fn, hidden, capsys):
-        getattr(grading, check_name)(fn, hidden=hidden)
+        getattr(judging, check_name)(fn, hidden=hidden)
         printed = capsys.readouterr().out
         assert printed.startswith(f"{check_name}: ") and printed.endswith(" cases passed.\n")
 
     @pytest.mark.parametrize("check_name, name, fn, fragment", mistakes, ids=mistake_ids)
     def test_mistake_fails_with_its_hint(check_name, name, fn, fragment):
-        message = str(failure(getattr(grading, check_name), fn))
+        message = str(failure(getattr(judging, check_name), fn))
         assert fragment in message
         assert_one_sentence(message, check_name)
 
     @pytest.mark.parametrize("hidden", [True, 7000], ids=["hidden", "salted"])
     @pytest.mark.parametrize("check_name, name, fn, fragment", mistakes, ids=mistake_ids)
     def test_mistake_also_fails_the_hidden_cases(check_name, name, fn, fragment, hidden):
-        failure(getattr(grading, check_name), fn, hidden=hidden)
+        failure(getattr(judging, check_name), fn, hidden=hidden)
 
     return test_correct_implementation_passes, test_mistake_fails_with_its_hint, test_mistake_also_fails_the_hidden_cases

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from plmcourse import ref
-from plmcourse.grading import instruct as checks
+from plmcourse.judging import instruct as checks
 from plmcourse.ref import instruct as ref_instruct
 
 

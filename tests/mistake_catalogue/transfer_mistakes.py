@@ -103,7 +103,7 @@ ALIGNMENT_CORRECT = [
 
 
 def _variant(**switches):
-    from plmcourse.grading.transfer import _precision
+    from plmcourse.judging.transfer import _precision
 
     def answer(src_emb, tgt_emb, train_pairs, test_pairs):
         return _precision(src_emb, tgt_emb, np.asarray(train_pairs), np.asarray(test_pairs), **switches)
@@ -459,7 +459,7 @@ UNFREEZING_CORRECT = [
 
 
 def _unfreeze(**switches):
-    from plmcourse.grading.transfer import _schedule
+    from plmcourse.judging.transfer import _schedule
 
     def answer(n_layers, step, unfreeze_every, base_lr, decay):
         return _schedule(n_layers, step, unfreeze_every, base_lr, decay, **switches)

@@ -1,0 +1,350 @@
+"""Checks for notebook 06, BART and friends: text infilling and the attention masks of UniLM and XLNet.
+
+    check_text_infilling     text_infilling(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0), NumPy
+    check_prefix_lm_mask     prefix_lm_mask(n, prefix_len), NumPy bool
+    check_permutation_mask   permutation_mask(order), NumPy bool
+
+The masks are compared with `plmcourse.ref`. text_infilling is random, so it cannot
+be compared value by value, since every correct answer draws its random numbers in
+its own order; it is judged by invariants that any correct answer satisfies (tokens
+never moved, each span one mask), by statistics on large samples and by two calls
+with the same seed, which must agree (the seed helpers of `plmcourse.judging.bert`,
+which judges mlm_mask the same way). Every failure names the rule that was broken.
+"""
+
+import math
+
+import numpy as np
+
+from plmcourse import ref
+from plmcourse.grading import bart as declared
+from plmcourse.judging.bert import _Memory, _seed_problem
+from plmcourse.judging.core import (Case, Spec, expect_integer_array, hidden_salt, judge_bool_mask, judge_by_rules,
+                                   unlikely_count)
+
+__all__ = [
+    "check_text_infilling",
+    "check_prefix_lm_mask",
+    "check_permutation_mask",
+]
+
+
+# ============================================================================
+# text_infilling(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0), NumPy, one sequence
+
+INFILLING_SEAL = [(ref.text_infilling, "plmcourse.ref.text_infilling")]
+FIRST_ID = 5  # tokens are FIRST_ID, FIRST_ID + 1, ...: all different, so the output can be aligned
+
+
+def _infilling_case(seed, n, mask_id=1, mask_ratio=None, poisson_lambda=None, statistics=False, key=None,
+                    same_as=None, differs_from=None, gaps=False):
+    tokens = FIRST_ID + np.arange(n, dtype=np.int64)
+    kwargs = {}
+    if mask_ratio is not None:
+        kwargs["mask_ratio"] = mask_ratio
+    if poisson_lambda is not None:
+        kwargs["poisson_lambda"] = poisson_lambda
+    label = f"seed {seed}: {n} tokens (ids {FIRST_ID}..{FIRST_ID + n - 1}), mask_id={mask_id}" + "".join(
+        f", {k}={v}" for k, v in kwargs.items())
+    if same_as:
+        label += ", the same seed as an earlier case"
+    if differs_from:
+        label += ", another seed"
+    data = {"n": n, "mask_id": mask_id, "ratio": 0.3 if mask_ratio is None else mask_ratio,
+            "lam": 3.0 if poisson_lambda is None else poisson_lambda, "seed_key": key or f"infill{seed}"}
+    if same_as:
+        data["same_as"] = same_as
+    if differs_from:
+        data["differs_from"] = differs_from
+    if gaps:
+        label += " (almost every length is 0: thousands of masks inserted at random gaps)"
+    tags = ({"statistics"} if statistics else set()) | ({"gaps"} if gaps else set())
+    return Case(label, (tokens, np.random.default_rng(seed), mask_id), kwargs, tags=frozenset(tags), data=data)
+
+
+def _infilling_cases(hidden):
+    cases = [
+        _infilling_case(50, 20000, statistics=True),
+        _infilling_case(51, 20000, mask_ratio=0.2, poisson_lambda=1.0, statistics=True),
+        # Long enough that two different draws coincide by chance about never (at 12 tokens,
+        # an answer drawing from its own generator matched itself about once in 50 runs).
+        _infilling_case(52, 60, key="small"),
+        _infilling_case(52, 60, key="small again", same_as="small"),
+        _infilling_case(53, 60, key="other", differs_from="small"),
+        _infilling_case(54, 40, mask_id=3, mask_ratio=0.5),
+        # Half the tokens covered: spans often touch, and each must still get its own mask.
+        _infilling_case(55, 20000, mask_ratio=0.5, statistics=True),
+        # 3 tokens to cover at lengths that are 0 all but once in 5,000 draws: every gap, the two ends
+        # included, receives inserted masks (see _rule_insertion_gaps).
+        _infilling_case(56, 40, mask_ratio=0.075, poisson_lambda=0.0002, gaps=True),
+    ]
+    salt = hidden_salt(hidden)
+    if hidden:
+        cases += [
+            _infilling_case(salt + 150, 30000, mask_ratio=0.5, statistics=True),
+            _infilling_case(salt + 151, 20000, mask_ratio=0.15, poisson_lambda=2.0, mask_id=0, statistics=True),
+            _infilling_case(salt + 152, 20, mask_ratio=0.0),
+            _infilling_case(salt + 153, 1),
+            _infilling_case(salt + 154, 30, mask_ratio=1.0),
+            _infilling_case(salt + 155, 40, mask_ratio=0.075, poisson_lambda=0.0002, gaps=True),
+        ]
+    return cases
+
+
+def _align(out, n, mask_id):
+    """Runs of masks between kept tokens: [(masks, removed tokens)], or a problem string."""
+    kept = out[out != mask_id]
+    if kept.size and (np.any(np.diff(kept) <= 0) or kept.min() < FIRST_ID or kept.max() >= FIRST_ID + n):
+        if kept.min() < FIRST_ID or kept.max() >= FIRST_ID + n:
+            bad = kept[(kept < FIRST_ID) | (kept >= FIRST_ID + n)][0]
+            return f"the output contains {bad}, which is neither the mask id nor a token of the input"
+        return ("the tokens that are not masked are out of their original order or repeated; text "
+                "infilling only replaces spans, it never moves tokens")
+    runs, masks, previous = [], 0, -1
+    for value in out.tolist() + [None]:
+        if value == mask_id:
+            masks += 1
+            continue
+        index = n if value is None else value - FIRST_ID
+        if value is not None and not 0 <= index < n:
+            return f"the output contains {value}, which is neither the mask id nor a token of the input"
+        if index <= previous:
+            return ("the tokens that are not masked are out of their original order or repeated; text "
+                    "infilling only replaces spans, it never moves tokens")
+        removed = index - previous - 1
+        if masks or removed:
+            runs.append((masks, removed))
+        if removed and not masks:
+            first = FIRST_ID + previous + 1
+            return (f"tokens {first}..{first + removed - 1} were removed without a mask in their place; "
+                    f"every span must leave one mask token (removing it silently is token deletion)")
+        masks, previous = 0, index
+    return runs
+
+
+def _rule_one_integer_sequence(case, got, memory):
+    problem = expect_integer_array(got, "the result")
+    if problem:
+        return problem
+    if got.ndim != 1:
+        return f"the result has shape {got.shape}, expected one sequence (1-D)"
+    return None
+
+
+def _runs(case, got):
+    """(masks, removed tokens) for each run of masks, or the sentence saying why there is none."""
+    d = case.data
+    return _align(got, d["n"], d["mask_id"])
+
+
+def _rule_tokens_kept_in_order(case, got, memory):
+    runs = _runs(case, got)
+    return runs if isinstance(runs, str) else None
+
+
+def _rule_same_seed(case, got, memory):
+    return _seed_problem(case, (got,), memory)
+
+
+def _rule_edge_ratios(case, got, memory):
+    runs, (n, ratio) = _runs(case, got), (case.data["n"], case.data["ratio"])
+    removed, masks = sum(r for _, r in runs), sum(m for m, _ in runs)
+    if ratio == 0.0 and (removed or masks):
+        return "with mask_ratio=0 nothing may be removed and no mask inserted"
+    if ratio == 1.0 and removed != n:
+        return f"with mask_ratio=1 every token must be covered, but {n - removed} remain"
+    target = round(ratio * n)
+    if removed != target:
+        problem = f"{removed} of the {n} tokens were removed, expected exactly round(mask_ratio * n) = {target}"
+        if ratio != 0.3 and removed == round(0.3 * n):
+            return f"{problem}: that is round(0.3 * n), as if mask_ratio were ignored (use the argument)"
+        if removed > target:
+            return f"{problem}: draw spans until that many are covered, cutting the last length to what is still to cover"
+        return (f"{problem}: draw spans until that many are covered; spans never overlap (a span over tokens "
+                f"already covered covers nothing new), so draw the start again when one would")
+    return None
+
+
+def _rule_span_statistics(case, got, memory):
+    if "statistics" not in case.tags:
+        return None
+    runs, d = _runs(case, got), case.data
+    ratio, lam = d["ratio"], d["lam"]
+    removed, masks = sum(r for _, r in runs), sum(m for m, _ in runs)
+    # How many are removed is _rule_edge_ratios's business (exactly round(mask_ratio * n)), tried before.
+    mean_length = removed / max(1, masks)
+    if lam >= 2 and mean_length < 1.3:
+        return (f"each mask stands for {mean_length:.2f} tokens on average: it looks as if every removed "
+                f"token got its own mask, but a whole span, however long, becomes ONE mask token")
+    if not 0.8 * lam <= mean_length <= 1.17 * lam:
+        longer = (" (or two spans that touch were given one mask between them: each span gets its own mask, "
+                  "even next to another)") if mean_length > lam else ""
+        return (f"spans are {mean_length:.2f} tokens long on average (zero-length spans included), expected "
+                f"about poisson_lambda = {lam}: draw each length with rng.poisson(poisson_lambda){longer}")
+    # A mask run with fewer removed tokens than masks holds at least (masks - removed) zero-length
+    # spans. The count misses insertions next to a span, more of them the more is covered.
+    zero = sum(max(0, m - r) for m, r in runs) / max(1, masks)
+    if zero < 0.2 * math.exp(-lam) * (1 - ratio) ** 2:
+        return (f"only {zero:.3f} of the masks were inserted where nothing was removed, expected about "
+                f"{math.exp(-lam):.3f} (the probability of a Poisson({lam}) length of 0): a span of length 0 "
+                f"must still insert one mask token")
+    if zero > min(0.6, 2.5 * math.exp(-lam)):
+        return (f"{zero:.3f} of the masks were inserted where nothing was removed, expected about "
+                f"{math.exp(-lam):.3f} (the probability of a Poisson({lam}) length of 0)")
+    return None
+
+
+def _rule_insertion_gaps(case, got, memory):
+    """Inserted masks fall on each of the n + 1 gaps alike, before the first token and after the last included.
+
+    The masks before a kept first token (after a kept last one) are all insertions at that end. Given M
+    insertions, their number there is Binomial(M, 1 / (n + 1)); M is at least the masks minus the removed
+    tokens, and a smaller M only makes a low count likelier, so that bound keeps the exact tail
+    (core.unlikely_count) below core.ALARM = 1e-6 for an honest answer.
+    """
+    if "gaps" not in case.tags:
+        return None
+    n, mask_id = case.data["n"], case.data["mask_id"]
+    kept = np.flatnonzero(got != mask_id)
+    runs = _runs(case, got)
+    inserted = sum(m for m, _ in runs) - sum(r for _, r in runs)
+    if not len(kept) or inserted <= 0:
+        return None
+    ends = (("before the first token", "rng.integers(0, n + 1) gives 0", got[kept[0]] == FIRST_ID, kept[0]),
+            ("after the last token", "rng.integers(0, n + 1) gives n, the end", got[kept[-1]] == FIRST_ID + n - 1,
+             len(got) - 1 - kept[-1]))
+    for where, how, applies, count in ends:
+        if applies and unlikely_count(count, inserted, 1 / (n + 1)) == "low":
+            return (f"{count} of at least {inserted} inserted masks landed {where}, where about 1 in {n + 1} "
+                    f"should: a zero-length span's gap is drawn from all n + 1 gaps ({how})")
+    return None
+
+
+# Tried in order; the first rule that finds a problem gives the verdict.
+INFILLING_RULES = [
+    ("one integer sequence", _rule_one_integer_sequence),
+    ("the tokens that stay keep their order, each span is one mask", _rule_tokens_kept_in_order),
+    ("the same seed gives the same answer, another seed another", _rule_same_seed),
+    ("mask_ratio 0 and 1, and exactly round(mask_ratio * n) tokens covered", _rule_edge_ratios),
+    ("span lengths drawn from Poisson(poisson_lambda), zero-length spans included", _rule_span_statistics),
+    ("inserted masks at every gap, both ends included", _rule_insertion_gaps),
+]
+
+
+check_text_infilling = Spec(
+    declared.check_text_infilling,
+    cases=_infilling_cases,
+    reference=lambda case: None,
+    judge=judge_by_rules(INFILLING_RULES),
+    seal=INFILLING_SEAL,
+    memory=_Memory,
+    clauses=(
+        ("mask_ratio not passed: 0.3", lambda c: "mask_ratio" not in c.kwargs),
+        ("mask_ratio passed", lambda c: "mask_ratio" in c.kwargs),
+        ("poisson_lambda not passed: 3.0", lambda c: "poisson_lambda" not in c.kwargs),
+        ("poisson_lambda passed", lambda c: "poisson_lambda" in c.kwargs),
+        ("spans of length Poisson(poisson_lambda) until round(mask_ratio * n) tokens are covered",
+         lambda c: "statistics" in c.tags),
+        ("a span of length 0 inserts one mask at a random gap", lambda c: "statistics" in c.tags),
+        ("... any of the n + 1 gaps: before token g, or at the end", lambda c: "gaps" in c.tags),
+        ("spans do not overlap, and each is replaced by its own mask_id", lambda c: c.data["ratio"] >= 0.5),
+        ("every random number from rng: the same seed gives the same output", lambda c: "same_as" in c.data),
+        ("... and not from a generator of its own: another seed gives another", lambda c: "differs_from" in c.data),
+    ),
+)
+
+
+# ============================================================================
+# prefix_lm_mask(n, prefix_len) and permutation_mask(order), NumPy bool
+
+PREFIX_SEAL = [(ref.prefix_lm_mask, "plmcourse.ref.prefix_lm_mask")]
+PERMUTATION_SEAL = [(ref.permutation_mask, "plmcourse.ref.permutation_mask")]
+
+
+def _prefix_cases(hidden):
+    sizes = [(6, 3), (4, 0), (4, 4), (1, 0), (1, 1), (5, 2)]
+    if hidden:
+        sizes += [(13, 5), (32, 10), (6, 6), (6, 1), (9, 8)]
+    return [Case(f"n={n}, prefix_len={p}", (n, p), data={"n": n, "p": p}) for n, p in sizes]
+
+
+def _prefix_mistakes(n, p):
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    causal = j <= i
+    yield ("a prefix position sees the target, but only the target looks at the prefix, not the other way round",
+           lambda: (causal | (j < p) | (i < p),))
+    yield "a plain causal mask: prefix_len is ignored", lambda: (causal,)
+    yield "True above the diagonal: the mask is transposed", lambda: ((j >= i) | (i < p),)
+    yield ("a prefix of prefix_len - 1 positions: positions 0..prefix_len-1 are the prefix",
+           lambda: (causal | (j < p - 1),))
+    yield "a prefix of prefix_len + 1 positions", lambda: (causal | (j < p + 1),)
+    yield ("the diagonal is False, but a position may attend to itself",
+           lambda: ((j < i) | ((j < p) & (i < p)) | ((j < p) & (i >= p)),))
+    yield ("an inverted mask: True marks the blocked positions, but in this course True means allowed",
+           lambda: (~(causal | (j < p)),))
+    yield "a mask that blocks nothing (all True)", lambda: (np.ones((n, n), dtype=bool),)
+    yield ("the target positions do not see the prefix: every position after it sees the whole prefix (the "
+           "source) and the target up to itself", lambda: (((i < p) & (j < p)) | ((i >= p) & (j >= p) & causal),))
+    yield ("True above the diagonal in the causal part (np.triu instead of np.tril): a target position sees the "
+           "prefix and the target positions up to itself, never later ones", lambda: ((j >= i) | (j < p),))
+
+
+check_prefix_lm_mask = Spec(
+    declared.check_prefix_lm_mask,
+    cases=_prefix_cases,
+    reference=lambda case: ref.prefix_lm_mask(case.data["n"], case.data["p"]),
+    judge=lambda case, got, expected: judge_bool_mask(got, expected,
+                                                            _prefix_mistakes(case.data["n"], case.data["p"])),
+    seal=PREFIX_SEAL,
+    clauses=(
+        ("i attends to j when j < prefix_len or j <= i; no prefix position sees the target",
+         lambda c: 0 < c.data["p"] < c.data["n"]),
+        ("prefix_len = 0 gives the causal mask", lambda c: c.data["p"] == 0),
+        ("prefix_len = n gives the full mask", lambda c: c.data["p"] == c.data["n"]),
+    ),
+)
+
+
+def _permutation_cases(hidden):
+    orders = [[3, 0, 4, 1, 2], [0, 1, 2, 3, 4], [4, 3, 2, 1, 0], [1, 3, 0, 5, 2, 4], [0]]
+    if hidden:
+        rng = np.random.default_rng(160 + hidden_salt(hidden))
+        orders += [rng.permutation(10).tolist(), rng.permutation(16).tolist(), [1, 0], [3, 1, 4, 0, 2]]
+    return [Case(f"order={order}", (np.array(order),), data={"order": np.array(order)}) for order in orders]
+
+
+def _permutation_mistakes(order):
+    n = len(order)
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n)
+    step = np.arange(n)
+    yield ("position i also sees itself; predicting x_i, the query stream must not see x_i (seeing itself is "
+           "the content stream)", lambda: (rank[None, :] <= rank[:, None],))
+    yield ("order used as if order[i] were the step of position i; order[t] is the position predicted at "
+           "step t, so the step of position i is its place in order (invert the permutation)",
+           lambda: (order[None, :] < order[:, None],))
+    yield ("rows and columns indexed by step in the order instead of by position; mask[i, j] is about "
+           "positions i and j", lambda: (step[None, :] < step[:, None],))
+    yield ("row t filled with what the t-th step sees instead of row order[t]: row i belongs to position i, so "
+           "the t-th step's row is order[t] (the columns are right)", lambda: (rank[None, :] < step[:, None],))
+    yield ("column t filled for the t-th step instead of column order[t]: column j belongs to position j, so a "
+           "row sees the columns order[s] of the earlier steps s (the rows are right)",
+           lambda: (step[None, :] < rank[:, None],))
+    yield "the mask is transposed: row i must list what position i may see", lambda: (rank[None, :] > rank[:, None],)
+    yield ("an inverted mask: True marks the blocked positions, but in this course True means allowed",
+           lambda: (~(rank[None, :] < rank[:, None]),))
+
+
+check_permutation_mask = Spec(
+    declared.check_permutation_mask,
+    cases=_permutation_cases,
+    reference=lambda case: ref.permutation_mask(case.data["order"]),
+    judge=lambda case, got, expected: judge_bool_mask(got, expected,
+                                                            _permutation_mistakes(case.data["order"])),
+    seal=PERMUTATION_SEAL,
+    clauses=(
+        ("order[t] is the position predicted at step t: i sees j when j comes strictly earlier in the order",
+         lambda c: not np.array_equal(c.data["order"], np.arange(len(c.data["order"])))),
+        ("a position never sees itself, and the first in the order sees nothing", lambda c: True),
+    ),
+)
