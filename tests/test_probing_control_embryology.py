@@ -185,14 +185,24 @@ def snapshots():
     return embryology.load_snapshots("cpu")
 
 
-def test_the_early_snapshots_rebuild_bit_for_bit(snapshots):
+def test_the_early_snapshots_rebuild_to_the_last_stored_bit(snapshots):
+    """Step 0 rebuilds bit for bit anywhere. Trained steps rebuild bit for bit on the kind of CPU that built
+    them; another CPU's float32 kernels round differently and training carries it on (an AMD EPYC here: 126
+    and 137 of 84,592 stored values differ at steps 10 and 30, by at most 1e-4, near-zero biases most), so
+    elsewhere a rebuild must agree to 2e-4 everywhere and to the bit in all but 0.5% of the values."""
     models, _, metadata = snapshots
     assert json.loads(metadata["snapshot_steps"]) == list(embryology.SNAPSHOT_STEPS) == list(models)
     kept, _, _ = embryology.snapshot_state_dicts(upto=30)
     assert sorted(kept) == [0, 10, 30]
     for step, state in kept.items():
         stored = models[step].state_dict()
-        assert all(torch.equal(v.half().float(), stored[k]) for k, v in state.items()), step
+        rebuilt = {k: v.half().float() for k, v in state.items()}
+        if step == 0:
+            assert all(torch.equal(rebuilt[k], stored[k]) for k in rebuilt)
+            continue
+        assert all(((rebuilt[k] - stored[k]).abs() <= 2e-4).all() for k in rebuilt), step
+        off = sum(int((rebuilt[k] != stored[k]).sum()) for k in rebuilt)
+        assert off <= 0.005 * sum(v.numel() for v in rebuilt.values()), (step, off)
     assert not torch.equal(kept[10]["bert.embeddings.token.weight"], kept[30]["bert.embeddings.token.weight"])
 
 

@@ -6,6 +6,9 @@ mistakes are the judge's, in plmcourse.judging.welcome."""
 from plmcourse.grading.core import Check
 
 
+__all__ = ["check_normalize"]
+
+
 check_normalize = Check(
     name="check_normalize",
     doc="""Check notebook 00's practice exercise; hidden=True adds inputs the notebook never shows.""",

@@ -62,6 +62,9 @@ def _judge(case, got, expected):
     return f"{problem}; {cause}" if cause else problem
 
 
+__all__ = ["check_normalize"]
+
+
 check_normalize = Spec(
     declared.check_normalize,
     cases=_cases,
