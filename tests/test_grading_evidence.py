@@ -23,6 +23,7 @@ from plmcourse.autograde.evidence import Flag, containment, fingerprints, one_li
 from plmcourse.autograde.judge import Judge, read_record
 from plmcourse.grading import wire
 from plmcourse.judging import core
+from plmcourse.grading import core as core_kernel
 from plmcourse.grading.core import serve
 
 SOFTMAX_SEALED, SOFTMAX_NAMES, SOFTMAX_PREFIXES = evidence.library_names("check_softmax")
@@ -404,6 +405,42 @@ def test_a_kernel_that_asks_for_a_check_the_course_lacks_gets_a_sentence_and_the
         time.sleep(0.2)
     assert not reply["verdict"]["passed"] and "\x1b" not in reply["verdict"]["message"]
     assert read_record(judge.record_path(folder))["check_softmax"]["passed"]
+
+
+def test_refusals_the_kernel_reports_are_bounded_inert_flags_between_and_inside_checks(tmp_path):
+    """The kernel's policy tells the judge of each refusal ({"refused": sentence}): between checks it lands as
+    a flag of the notebook, inside a check as a flag of that check; never a verdict, bounded, one plain line."""
+    from plmcourse.autograde.judge import MAX_REFUSALS, POLICY
+
+    def refusing_softmax(x, axis=-1):
+        with core_kernel.SEND_LOCK:  # what plmcourse.grading.policy.tell_judge does from inside the call
+            wire.send(core_kernel._judge_connection(), {"refused": "refused while grading: starting a process"})
+        return honest_softmax(x, axis)
+
+    judge, folder = _judge_in_a_course(tmp_path)
+    with judge:
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        connection.connect(str(judge.socket_path))
+        wire.send(connection, {"notebook_dir": str(folder)})
+        for _ in range(MAX_REFUSALS + 10):  # a kernel that writes them itself, many, with a terminal escape
+            wire.send(connection, {"refused": "refused while grading: import scipy\x1b[2J\n" + "x" * 1000})
+        core_kernel._CONNECTION[:] = [connection]
+        try:
+            serve(connection, "check_softmax", refusing_softmax, True)
+        finally:
+            core_kernel._CONNECTION[:] = []
+        connection.close()
+        time.sleep(0.2)
+    record = read_record(judge.record_path(folder))
+    assert record["check_softmax"]["passed"] and record[POLICY]["passed"]  # evidence, never a verdict
+    notebook_flags, check_flags = record[POLICY]["flags"], record["check_softmax"]["flags"]
+    assert len(notebook_flags) == 1 and len(check_flags) == 1  # the same sentence, kept once
+    lines = (judge.record_path(folder)).read_text().splitlines()
+    assert sum('"check": "policy"' in line for line in lines) == MAX_REFUSALS
+    assert check_flags[0].endswith("starting a process (seed 0: x of shape (6,); the kernel's own report)")
+    for flag in notebook_flags + check_flags:
+        assert flag.startswith("the kernel's policy refused while grading")
+        assert "\n" not in flag and "\x1b" not in flag and len(flag) <= 400
 
 
 @pytest.mark.parametrize("softmax, inherited", [

@@ -110,6 +110,11 @@ def test_imports_outside_the_allow_list_are_refused_and_only_the_notebooks_own_a
         # a library's optional import: refused as if not installed, and not told
         library = os.path.join(sys.prefix, "lib", "a_library.py")
         attempt("library", lambda: exec(compile("import nbformat", library, "exec"), {}))
+        attempt("library read", lambda: exec(compile("open(path).read()", library, "exec"),
+                                             {"path": os.path.join(os.path.dirname(np.__file__), "..", "_pytest",
+                                                                   "__init__.py")}))
+        import importlib.metadata
+        attempt("metadata", lambda: importlib.metadata.version("pytest") and None)  # dist-info stays readable
         # native or Python code planted in a writable folder, under a name the allow-list has
         with open(os.path.join(work, "fractions.py"), "w") as f:
             f.write("PLANTED = True")
@@ -127,13 +132,15 @@ def test_imports_outside_the_allow_list_are_refused_and_only_the_notebooks_own_a
             results[name].startswith("PermissionError: refused while grading: reading pytest"), results[name]
     assert results["absent"].startswith("ModuleNotFoundError: refused while grading: import no_such_module")
     assert results["library"].startswith("ModuleNotFoundError: refused while grading: import nbformat")
+    assert results["library read"].startswith("PermissionError: refused while grading: reading _pytest")
+    assert results["metadata"] == "ran"
     assert results["planted"].startswith("ModuleNotFoundError: refused while grading: import fractions with a "
                                          "writable folder"), results["planted"]
     assert results["stdlib"] == results["numpy"] == results["thread"] == "ran" and results["seccomp"] == "", results
     # told: pytest (installed), its files (once), the planted fractions; not the module installed nowhere
     assert [s.split(":")[0] for s in told] == ["refused while grading"] * 3, told
     assert not any("no_such_module_anywhere" in sentence for sentence in told), told
-    assert not any("nbformat" in sentence for sentence in told), told  # the library's, not the notebook's
+    assert not any("nbformat" in sentence or "_pytest/__init__" in sentence for sentence in told), told  # a library's
 
 
 @pytest.mark.parametrize("event, args", [("subprocess.Popen", ("ls", ["ls"], None, None)),

@@ -153,6 +153,7 @@ class Judge:
             if record is None:
                 return
             record.write_text("")  # a new kernel for this notebook: its earlier verdicts go
+            refusals = 0
             skipped = self.skipped_demos(record)
             while True:
                 try:
@@ -162,7 +163,9 @@ class Judge:
                 if message is None:
                     return
                 if "refused" in message:  # the kernel's policy refused something: a flag, never a verdict
-                    self._record(record, refusal(message))
+                    refusals += 1
+                    if refusals <= MAX_REFUSALS:  # the kernel's word: bounded like everything it sends
+                        self._record(record, refusal(message))
                     continue
                 verdict = self._judge(connection, message, record)
                 if skipped and not verdict["passed"] and "your function raised" in verdict["message"]:
@@ -270,6 +273,7 @@ def graded_cells(course: Path, assignment: str) -> dict:
 
 
 POLICY = "policy"  # a record's name for what the kernel's policy refused outside any check
+MAX_REFUSALS = 16  # refusals recorded per kernel (the policy tells at most 8; more is a kernel writing them)
 
 
 def refusal(message: dict) -> dict:

@@ -7,8 +7,10 @@ The grading sandbox starts every kernel as `python -P -m plmcourse.grading.polic
 2. imports what the notebooks need whose start-up the policy would refuse (torch loads its libraries
    with ctypes; matplotlib's font cache runs `fc-list`), so that their own start-up is done;
 3. takes the writable folders (the kernel's working folder, /tmp, /dev/shm) off sys.path;
-4. installs the audit hook. Python offers no way to remove an audit hook, and it sees every
-   process, ctypes and import event of every thread, whatever Python path led there.
+4. applies a seccomp filter to every thread (`install_seccomp`) and installs the audit hook.
+   Neither can be removed: Python offers no way to remove an audit hook, which sees every process,
+   ctypes, import and open event of every thread, whatever Python path led there; the filter
+   refuses, below Python, what the audit events miss.
 
 From then on the hook refuses, in the cell that asked, with one sentence:
 
@@ -20,11 +22,16 @@ From then on the hook refuses, in the cell that asked, with one sentence:
   the course's notebooks need and the kernel's own, with everything they require), or any import
   while a writable folder is on sys.path or on the package's __path__;
 * reading a file of site-packages that belongs to no allowed package (importlib.import_module raises
-  no import event, but every module's source is opened, and so is anything read to run by hand).
+  no import event, but every module's source is opened, and so is anything read to run by hand); a
+  distribution's metadata (*.dist-info) stays readable, as importlib.metadata reads all of it;
+* and, by the seccomp filter: execve, fork and a clone that makes a process, memory files
+  (memfd_create) and SysV shared memory (shmget), which no memory ceiling would count.
 
 A refusal raises PermissionError (ModuleNotFoundError for an import, so that a library's optional
 import falls back as it would where the module is not installed), and the kernel tells the judge,
-which records it as a flag for a person (plmcourse.autograde.judge): once per kind of refusal.
+which records it as a flag for a person (plmcourse.autograde.judge): once per kind of refusal, and for
+an import or a read only when the notebook's own code asked for it (a seccomp refusal is the
+system call's own PermissionError, and is not told).
 What the policy does not cover is listed in course/INSTRUCTORS.md.
 """
 
@@ -52,6 +59,7 @@ def allowed() -> dict:
     """The allow-list: {"modules": the top-level modules a graded kernel may import, "entries": the names in
     site-packages it may read}. Both come from the standard library and the distributions of RUNTIME, KERNEL
     and OPTIONAL with every distribution they require (an extra's requirements left out), and plmcourse's own."""
+    import site
     from importlib import metadata
 
     modules = set(sys.stdlib_module_names) | set(sys.builtin_module_names) | {"plmcourse"}
@@ -75,8 +83,6 @@ def allowed() -> dict:
             name, _, marker = requirement.partition(";")
             if _applies(marker):
                 todo.append(re.match(r"[A-Za-z0-9._-]+", name.strip()).group())
-    import site
-
     for folder in site.getsitepackages():  # plmcourse's install, editable or not, wherever metadata found it
         if os.path.isdir(folder):
             entries |= {name for name in os.listdir(folder) if re.match(r"(__editable__[._]+)?plmcourse[-_.]", name)}
@@ -130,10 +136,11 @@ class Policy:
             return
         sentence = f"refused while grading: {problem}"
         kind = f"import {args[0]}" if event == "import" else "open" if event == "open" else event.split(".")[0]
-        # A library's optional import is refused as if the module were not installed, and not told: only
-        # an import the notebook's own code asked for, of a module that is there, is evidence (process and
-        # ctypes refusals always are).
-        told = event != "import" or (self._asked_by_the_notebook() and self._installed(str(args[0])))
+        # A library's optional import or read is refused as if the module were not installed, and not told:
+        # only what the notebook's own code asked for (an import: of a module that is there) is evidence.
+        # Process and ctypes refusals always are.
+        told = event not in ("import", "open") or (
+            self._asked_by_the_notebook() and (event == "open" or self._installed(str(args[0]))))
         if told and self.tell is not None and kind not in self.told and len(self.told) < MAX_TOLD:
             self.told.add(kind)
             self.busy.on = True
@@ -154,7 +161,8 @@ class Policy:
         if event == "open" and self.entries is not None and isinstance(args[0], (str, bytes)):
             path = os.path.realpath(os.fsdecode(args[0]))
             site = next((site for site in self.sites if path.startswith(site)), None)
-            if site is not None and path[len(site):].split(os.sep)[0] not in self.entries:
+            entry = path[len(site):].split(os.sep)[0] if site is not None else ""
+            if entry and entry not in self.entries and not entry.endswith((".dist-info", ".egg-info")):
                 return (f"reading {path[len(site):][:80]}: not part of a package the course's notebooks need")
         if event.startswith("ctypes."):
             return f"native code through ctypes ({event}): a graded answer is Python with the course's libraries"

@@ -1,6 +1,6 @@
-"""The practice check of notebook 00, as a student's kernel holds them.
+"""The practice check of notebook 00, as a student's kernel holds it.
 
-Each is a declaration (plmcourse.grading.core.Check); its cases, references and catalogue of
+It is a declaration (plmcourse.grading.core.Check); its cases, references and catalogue of
 mistakes are the judge's, in plmcourse.judging.welcome."""
 
 from plmcourse.grading.core import Check

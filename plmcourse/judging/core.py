@@ -416,9 +416,10 @@ class Remote:
         wire.send(self.connection, message)
         doc = wire.receive(self.connection)
         while isinstance(doc, dict) and "refused" in doc and len(self.flags) < 64:
-            # The kernel's policy refused something the answer did (plmcourse.grading.policy): a flag.
-            self.flags.append(f"the kernel's policy {str(doc['refused'])[:300]} ({case.label}; the kernel's own "
-                              f"report)")
+            # The kernel's policy refused something the answer did (plmcourse.grading.policy): a flag, once.
+            said = f"the kernel's policy {str(doc['refused'])[:300]}"
+            if not any(flag.startswith(said) for flag in self.flags):
+                self.flags.append(f"{said} ({case.label}; the kernel's own report)")
             doc = wire.receive(self.connection)
         if doc is None:
             raise ConnectionError("the kernel stopped while the function ran (it was stopped for time, "
