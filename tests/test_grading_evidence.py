@@ -474,3 +474,31 @@ def test_a_helper_written_into_a_course_cell_is_read_without_the_course_s_code(t
     path = _notebook(tmp_path, demo + helper, answer="def softmax(x, axis=-1):\n    return my_softmax(x, axis)\n")
     found = evidence.analyse_submission(path, spec)
     assert found["flags"] == [] and found["sealed"] == []
+
+
+@pytest.mark.parametrize("code, phrase", [
+    ('f = vars(_tc)["soft" + "max"]', "a lookup in vars() by a computed name"),
+    ('f = _tc.__dict__.get(name)', "a lookup in __dict__ by a computed name"),
+    ('f = globals()[name]', "a lookup in globals() by a computed name"),
+    ('f = torch.nn.functional.__dict__["softmax"]', "reaches a library softmax by name (__dict__)"),
+    ('f = vars(torch)["softmax"]', "reaches a library softmax by name (vars())"),
+    ('f = torch.__getattribute__("softmax")', "reaches a library softmax by name (getattr)"),
+    ('f = type(t).__getattr__(t, "soft" + "max")', "builds what it calls at run time (getattr with a computed name)"),
+])
+def test_lookups_through_namespaces_are_read_as_names(code, phrase):
+    """A library's function reached through a mapping or a dunder call is what getattr would reach."""
+    found = read_source(f"import torch\n{code}\n", frozenset({"softmax"}))
+    assert any(phrase in said for said in found), found
+
+
+def test_strings_docstrings_and_comments_are_not_read_as_code():
+    """Prose that names sys.modules or builtins is not a use of them; the same words in code are."""
+    prose = ('def softmax(x, axis=-1):\n'
+             '    """Not like sys.modules tricks or builtins hacks: plain NumPy."""\n'
+             '    note = "get_ipython and sys.settrace are not used"  # nor __code__\n'
+             '    return x\n')
+    assert evidence.suspicious_text(prose) == []
+    code = "import sys, builtins\nmods = sys.modules\nbuiltins.print = print\n"
+    assert set(evidence.suspicious_text(code)) >= {"edits the module table", "touches Python's builtins"}
+    # A cell that cannot be tokenized does not run: read as it is, the words count
+    assert evidence.suspicious_text("x = '''sys.modules") == ["edits the module table"]

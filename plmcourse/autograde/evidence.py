@@ -291,9 +291,20 @@ def _finding(node, library: Library) -> tuple[str, bool] | None:
         for alias in node.names:
             if alias.name.startswith(("plmcourse.ref", "plmcourse.nn", "plmcourse.data")):
                 return f"imports the course's own implementations ({one_line(alias.name, 80)})", False
+    lookup = _namespace_lookup(node)
+    if lookup is not None:  # vars(m)[name], m.__dict__.get(name), globals()[name]: a getattr by another name
+        how, key = lookup
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            last = key.value.rsplit(".", 1)[-1]
+            return ((f"reaches a library {last.lstrip('_')} by name ({how})", library.forbidden(last))
+                    if library.reached(last) else None)
+        return f"builds what it calls at run time (a lookup in {how} by a computed name)", False
     if isinstance(node, ast.Call):
         func = node.func
         called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+        if called in ("__getattribute__", "__getattr__"):
+            called = "getattr"  # obj.__getattribute__(name) is getattr(obj, name)
+            node = ast.Call(func=func, args=[func.value, *node.args], keywords=[])
         if called in DYNAMIC:
             text_args = [a for a in node.args[1:2] if called == "getattr"] or node.args[:1]
             constant = [a.value for a in text_args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
@@ -306,9 +317,49 @@ def _finding(node, library: Library) -> tuple[str, bool] | None:
     return None
 
 
+NAMESPACES = {"vars": "vars()", "globals": "globals()", "locals": "locals()"}
+
+
+def _namespace_lookup(node):
+    """(how, key) for a lookup by key in a namespace (vars(m)[k], m.__dict__[k], globals().get(k)...), else None."""
+    if isinstance(node, ast.Subscript):
+        table, key = node.value, node.slice
+    elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "__getitem__")
+          and node.args):
+        table, key = node.func.value, node.args[0]
+    else:
+        return None
+    if isinstance(table, ast.Attribute) and table.attr == "__dict__":
+        return "__dict__", key
+    if isinstance(table, ast.Call) and isinstance(table.func, ast.Name) and table.func.id in NAMESPACES:
+        return NAMESPACES[table.func.id], key
+    return None
+
+
 def suspicious_text(source: str) -> list[str]:
-    """The SUSPICIOUS phrases whose needle is in `source` (plain text search)."""
-    return [why for needle, why in SUSPICIOUS.items() if needle in source]
+    """The SUSPICIOUS phrases whose needle is in `source`'s code: its strings, docstrings and comments
+    are not read (a docstring that mentions sys.modules is prose, not a use of it)."""
+    code = code_only(source)
+    return [why for needle, why in SUSPICIOUS.items() if needle in code]
+
+
+def code_only(source: str) -> str:
+    """`source` with every string literal and comment blanked (lines and columns kept); the text as it
+    is when it cannot be tokenized (a cell that does not run cannot hide anything either)."""
+    lines = source.splitlines(keepends=True)
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError, RecursionError, MemoryError):
+        return source
+    for token in reversed(tokens):
+        if token.type in (tokenize.STRING, tokenize.COMMENT):
+            (row, col), (end_row, end_col) = token.start, token.end
+            for r in range(row, end_row + 1):
+                line = lines[r - 1]
+                start = col if r == row else 0
+                stop = end_col if r == end_row else len(line.rstrip("\n"))
+                lines[r - 1] = line[:start] + " " * (stop - start) + line[stop:]
+    return "".join(lines)
 
 
 # ----------------------------------------------------------------------------
