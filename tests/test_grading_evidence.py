@@ -502,3 +502,17 @@ def test_strings_docstrings_and_comments_are_not_read_as_code():
     assert set(evidence.suspicious_text(code)) >= {"edits the module table", "touches Python's builtins"}
     # A cell that cannot be tokenized does not run: read as it is, the words count
     assert evidence.suspicious_text("x = '''sys.modules") == ["edits the module table"]
+
+
+def test_a_self_test_cell_is_no_helper_of_the_answer_for_sharing_a_parameter_s_name(tmp_path):
+    """A student's own check (after the answer, comparing with torch.softmax) sets a global `x`; the answer's
+    parameter `x` is its own, so that cell is not part of the answer. A cell whose function the answer calls is."""
+    self_test = ("import torch\nx = np.random.randn(3, 4)\n"
+                 "print(np.abs(softmax(x) - torch.softmax(torch.tensor(x), -1).numpy()).max())\n")
+    answer = "def softmax(x, axis=-1):\n    e = np.exp(x - x.max(axis, keepdims=True))\n    return e / e.sum(axis, keepdims=True)\n"
+    found = evidence.analyse_submission(_notebook(tmp_path, self_test, answer=answer), SPEC)
+    assert found["flags"] == [] and found["sealed"] == []
+    helper = "import torch\ndef shifted(x):\n    return torch.softmax(torch.tensor(x), -1).numpy()\n"
+    reached = evidence.analyse_submission(_notebook(tmp_path, helper, self_test,
+                                                    answer="def softmax(x, axis=-1):\n    return shifted(x)\n"), SPEC)
+    assert any("a helper cell reaches a library softmax" in phrase for _, _, phrase in reached["flags"])

@@ -380,24 +380,32 @@ def _grade_id(cell):
 
 
 def _bound_and_read(source: str) -> tuple[set, set]:
-    """(top-level names the cell binds, names it reads), read without recursion; empty if unreadable."""
+    """(the names the cell binds at its top level, the names it reads from elsewhere), read without
+    recursion; empty if unreadable. A name a function binds for itself (a parameter, a local) is not read
+    from elsewhere: an answer's `x` does not make a cell that sets a global `x` one of its helpers."""
     try:
         tree = ast.parse(source[:MAX_SOURCE])
     except (SyntaxError, RecursionError, MemoryError, ValueError):
         return set(), set()
-    bound, read, stack, seen = set(), set(), [tree], 0
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    bound, local, loads = set(), set(), set()
+    stack, seen = [(node, False) for node in tree.body], 0
     while stack and seen < MAX_NODES:
-        node = stack.pop()
+        node, in_function = stack.pop()
         seen += 1
-        stack.extend(ast.iter_child_nodes(node))
-        if isinstance(node, ast.Name):
-            (bound if isinstance(node.ctx, ast.Store) else read).add(node.id)
-    return bound, read
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            (local if in_function else bound).add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            (local if in_function else bound).update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.arg):
+            local.add(node.arg)
+        elif isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load):
+                loads.add(node.id)
+            else:
+                (local if in_function else bound).add(node.id)
+        inner = in_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        stack.extend((child, inner) for child in ast.iter_child_nodes(node))
+    return bound, loads - local - bound
 
 
 def analyse_notebook(cells: list, spec: dict) -> dict:
