@@ -284,6 +284,22 @@ def test_outputs_past_the_caps_are_dropped_with_a_line_and_the_check_sentences_s
     assert inert.clean_notebook(cleaned, set())[0] == cleaned  # idempotent: a second pass drops nothing more
 
 
+@pytest.mark.parametrize("source", [
+    "![plot](files/../gradebook.db)", "![x](/api/contents/source/03_attention/03_attention.ipynb)",
+    "![x][r]\n\n[r]: /hub/api/users", "<img src=\"/tree/source\">", "<img src=\"http://127.0.0.1:8888/api/contents\">",
+    "<img srcset=\"/api/x 2x\" src=\"data:image/png;base64,iVBORw0KGgo=\">",
+])
+def test_an_image_is_shown_only_from_inside_the_notebook(source):
+    """A browser fetches an image by itself, with the session of whoever opens the page (the instructor's, in
+    the formgrader): a student's image from any address, relative or absolute, keeps no address."""
+    nb = notebook(markdown(source))
+    cleaned, found = inert.clean_notebook(nb, set())
+    page = rendered(cleaned)
+    fetched = re.findall(r"<img[^>]*\ssrcs?e?t?=\"([^\"]*)\"", page)
+    assert all(url.startswith("data:image/") for url in fetched), fetched
+    assert "api/" not in page.split("<body")[-1] and "gradebook" not in page.split("<body")[-1]
+
+
 def test_honest_content_is_kept():
     nb = honest_notebook()
     cleaned, found = inert.clean_notebook(nb, set())

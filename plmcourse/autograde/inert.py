@@ -8,11 +8,13 @@ autograding, `neutralise_graded` rewrites each notebook in course/autograded/ (w
 and moved over, never through a link) so that no view of it can run anything:
 
 - a markdown or raw cell whose text is not the course's own, and that holds raw HTML (or a link
-  to anything but http, https, mailto or a relative address), is replaced by the HTML that
+  to anything but http, https, mailto or a relative address, or an image from outside the
+  notebook), is replaced by the HTML that
   nbconvert renders of it (the same renderer the feedback and the formgrader use), cleaned by
   nh3 with an allow-list: no script, event handler, frame, form, style, meta, base, object,
-  embed, SVG or MathML, and only http(s), mailto and relative links; images may also be
-  data:image/... (an image runs nothing). A cell without HTML or such links is kept as it is;
+  embed, SVG or MathML, and only http(s), mailto and relative links; an image only from inside the
+  notebook (data:image/..., attachment:), since a browser fetches any other address by itself, with
+  the session of whoever opens the page. A cell without HTML or such links is kept as it is;
 - outputs: text/html is cleaned the same way; text/markdown like a markdown cell; PNG, JPEG and
   GIF are kept if they are base64; an SVG becomes an <img> of itself, because a browser shows
   an SVG image without running its scripts or loading anything, so a matplotlib SVG still
@@ -84,14 +86,15 @@ def _flat(value: str) -> str:
 
 
 def safe_url(value: str, image: bool = False) -> bool:
-    """True for a relative address, http(s) and mailto; for an image also attachment: and data:image/."""
+    """For a link: a relative address, http(s) or mailto (followed only when clicked). For an image, which a
+    browser loads by itself, only what is inside the notebook: attachment: and data:image/. A relative or
+    http(s) image would make whoever opens the page (the instructor's logged-in Jupyter session) request an
+    address the student chose, on the same server."""
     flat = _flat(value)
     scheme = SCHEME.match(flat)
-    if scheme is None or scheme.group(1) in ("http", "https"):
-        return True
     if image:
-        return scheme.group(1) == "attachment" or bool(IMAGE_DATA.match(flat))
-    return scheme.group(1) == "mailto"
+        return scheme is not None and (scheme.group(1) == "attachment" or bool(IMAGE_DATA.match(flat)))
+    return scheme is None or scheme.group(1) in ("http", "https", "mailto")
 
 
 def _keep_attribute(tag: str, attribute: str, value: str) -> str | None:
@@ -175,10 +178,16 @@ UNSAFE_LINK = re.compile(r"(?<!#)(?:java|vb|live)script:|(?:^|[(<:\"'=\[])data:(
 ATTACHMENT_REF = re.compile(r"attachment:([^\s)\"'<>]*)")
 
 
+MARKDOWN_IMAGE = re.compile(r"!\[[^\]]*\]\(\s*<?([^)\s>]*)|!\[[^\]]*\]\s*\[")  # ![a](url), ![a][ref]
+
+
 def needs_rendering(markdown: str, attachments: dict) -> bool:
-    """True if rendering `markdown` could carry raw HTML, an unsafe link or a missing attachment."""
+    """True if rendering `markdown` could carry raw HTML, an unsafe link, an image the browser would fetch
+    from an address (not one inside the notebook) or a missing attachment."""
     if RAW_HTML.search(markdown) or UNSAFE_LINK.search(_flat(markdown)):
         return True
+    if any(not safe_url(target, image=True) for target in MARKDOWN_IMAGE.findall(markdown)):
+        return True  # a reference-style image has no target here (""): rendered, its source checked there
     # nbconvert gives up on a notebook whose markdown shows an attachment it does not have.
     return any(name not in attachments for name in ATTACHMENT_REF.findall(html.unescape(markdown)))
 
