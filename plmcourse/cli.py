@@ -71,7 +71,7 @@ def grade(args: argparse.Namespace) -> int:
         say("", done.stderr if done.returncode else f"export: grades written to {course / args.to}")
     if args.step in ("review", "all"):
         for line in review.review_table(course, args.assignment):
-            say("review", line)
+            print(f"review: {line}")  # its cells are escaped one by one; say() would collapse its columns
         rows = review.read_review(course, args.assignment)
         if rows:
             written = review.write_rows(rows, Path(args.csv)) if args.csv else \

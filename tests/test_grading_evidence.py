@@ -356,6 +356,10 @@ def test_review_rows_most_suspicious_first_and_spreadsheet_safe(tmp_path):
     assert "'=HYPERLINK" in path.read_text()
     lines = review.review_table(tmp_path, "03_attention")
     assert lines[0].split()[:2] == ["student", "exercise"] and len(lines) == 4
+    # The columns line up, an empty similarity included ("-"), and nothing in a cell breaks the line.
+    column = lines[0].index("source")
+    assert [line[column:].split()[0] for line in lines[1:]] == ["answer", "answer", "course"], lines
+    assert [line[lines[0].index("similarity"):].split()[0] for line in lines[1:]] == ["-", "-", "0.85"], lines
     # Grading ann again replaces her rows only.
     review.write_review(tmp_path, "03_attention", ["ann"], [])
     assert [r["student"] for r in review.read_review(tmp_path, "03_attention")] == ["bob", "bob"]

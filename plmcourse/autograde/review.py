@@ -263,12 +263,14 @@ def review_table(course: Path, assignment: str) -> list[str]:
     rows = read_review(course, assignment)
     if not rows:
         return [f"no flags for {assignment} (or it was not autograded with plmcourse grade)"]
-    widths = {k: min(40, max(len(k), *(len(r[k]) for r in rows))) for k in COLUMNS if k != "evidence"}
     head = ["student", "exercise", "similarity", "source", "evidence"]
+    # Each cell one inert line of its own (escaped, at most 40 characters but the evidence), "-" when empty:
+    # the columns then line up, and a terminal prints the lines as they are (cli: not collapsed again).
+    table = [{k: one_line(row[k], 40 if k != "evidence" else 600) or "-" for k in head} for row in rows]
+    widths = {k: max(len(k), *(len(cells[k]) for cells in table)) for k in head[:-1]}
     lines = ["  ".join(k.ljust(widths.get(k, 0)) for k in head).rstrip()]
-    for row in rows:
-        cells = [row[k][:40].ljust(widths[k]) for k in head[:-1]] + [one_line(row["evidence"])]
-        lines.append("  ".join(cells))
+    for cells in table:
+        lines.append("  ".join([cells[k].ljust(widths[k]) for k in head[:-1]] + [cells["evidence"]]))
     return lines
 
 
