@@ -392,6 +392,9 @@ def test_a_comment_quoting_a_student_renders_as_text():
     shown = markdown2html(review.comment_safe(said))
     assert "<img" not in shown and "<a " not in shown and "href" not in shown
     assert "&lt;img src=x onerror=alert(1)&gt;" in shown  # the text itself, readable
+    # The formgrader shows a comment as plain text: what Markdown would not act on stays unescaped there.
+    plain = "check_causal_mask failed on case 2: expected [0, 2, 24], got [0, 2] (a < b)"
+    assert review.comment_safe(plain) == plain and "[0, 2, 24]" in markdown2html(plain)
 
 
 def test_a_kernel_that_asks_for_a_check_the_course_lacks_gets_a_sentence_and_the_judge_goes_on(tmp_path):

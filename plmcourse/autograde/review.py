@@ -20,9 +20,9 @@ cell a spreadsheet would read as a formula starts with an apostrophe (`spreadshe
 from __future__ import annotations
 
 import csv
-import html
 import json
 import os
+import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -189,9 +189,15 @@ def write_gradebook(course: Path, assignment: str, students: list[str], flags: l
 
 def comment_safe(text: str) -> str:
     """A gradebook comment line that renders as the text it is: the feedback page turns comments into
-    HTML through Markdown, and a judge's sentence may quote a student's exception or code, so HTML
-    is escaped and no [link](...) can form."""
-    return html.escape(text, quote=False).replace("[", "\\[").replace("]", "\\]")
+    HTML through Markdown, and a judge's sentence may quote a student's exception or code. Escaped is
+    only what Markdown would act on, since the formgrader shows the comment as plain text: a tag's or
+    an entity's opening (< before a letter, / ! or ?; & before a name or #), and brackets where a
+    [link](...), [link][ref] or [ref]: could form (no space between); "[0, 2, 24]" stays as it is."""
+    text = re.sub(r"&(?=#?\w+;)", "&amp;", text)
+    text = re.sub(r"<(?=[A-Za-z/!?])", "&lt;", text)
+    if re.search(r"\][(\[:]", text):
+        text = text.replace("[", "\\[").replace("]", "\\]")
+    return text
 
 
 def _for_the_student(flag: Flag) -> str:
