@@ -168,7 +168,8 @@ class Judge:
                         self._record(record, refusal(message))
                     continue
                 verdict = self._judge(connection, message, record)
-                if skipped and not verdict["passed"] and "your function raised" in verdict["message"]:
+                if skipped and not verdict["passed"] and "your function raised" in verdict["message"] \
+                        and not any(why in verdict["message"] for why in NOT_A_DEMO):
                     note = (f"; note that {skipped} demonstration cell(s) were not run while grading: if your "
                             f"answer relies on something one of them computes, compute it in the answer cell.")
                     verdict["message"] = verdict["message"].rstrip(".") + note
@@ -273,6 +274,9 @@ def graded_cells(course: Path, assignment: str) -> dict:
 
 
 POLICY = "policy"  # a record's name for what the kernel's policy refused outside any check
+# An exception whose cause is known, which the note about skipped demonstration cells would only blur: the
+# course's own code stubbed in the sandbox, and the kernel's policy.
+NOT_A_DEMO = ("is not available while grading", "refused while grading")
 MAX_REFUSALS = 16  # refusals recorded per kernel (the policy tells at most 8; more is a kernel writing them)
 
 
