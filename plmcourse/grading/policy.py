@@ -319,7 +319,8 @@ def install(writable=None) -> Policy:
             pass
     import site
 
-    writable = (*WRITABLE, os.getcwd()) if writable is None else writable
+    if writable is None:  # only the sandbox makes the rest read-only; outside it (--no-sandbox) nothing is
+        writable = (*WRITABLE, os.getcwd()) if os.environ.get("PLMCOURSE_SANDBOX") == "1" else ()
     allowed_lists = read_allowed()
     policy = Policy(allowed_lists["modules"], writable, tell_judge, entries=allowed_lists["entries"],
                     sites=site.getsitepackages())
