@@ -498,15 +498,21 @@ def test_lookups_through_namespaces_are_read_as_names(code, phrase):
     assert any(phrase in said for said in found), found
 
 
-def test_strings_docstrings_and_comments_are_not_read_as_code():
-    """Prose that names sys.modules or builtins is not a use of them; the same words in code are."""
+def test_docstrings_and_comments_are_not_read_as_code_but_string_values_are():
+    """Prose that names sys.modules or builtins is not a use of them; the same words in code are, and so is
+    a string the code uses (a path it opens, a module it imports by name)."""
     prose = ('def softmax(x, axis=-1):\n'
-             '    """Not like sys.modules tricks or builtins hacks: plain NumPy."""\n'
-             '    note = "get_ipython and sys.settrace are not used"  # nor __code__\n'
-             '    return x\n')
+             '    """Not like sys.modules tricks or builtins hacks: plain NumPy (é)."""\n'
+             '    "a second statement string: get_ipython is not used"  # nor __code__\n'
+             '    return x  # sys.settrace\n')
     assert evidence.suspicious_text(prose) == []
     code = "import sys, builtins\nmods = sys.modules\nbuiltins.print = print\n"
     assert set(evidence.suspicious_text(code)) >= {"edits the module table", "touches Python's builtins"}
+    values = ("db = open('../../../gradebook.db')\n"
+              "m = __import__('importlib').import_module('plmcourse.grading')\n"
+              "f = open(f'../source/{name}')  # a comment\n")
+    assert set(evidence.suspicious_text(values)) == {"mentions the gradebook", "touches the course's checks",
+                                                     "mentions the instructors' source folder"}
     # A cell that cannot be tokenized does not run: read as it is, the words count
     assert evidence.suspicious_text("x = '''sys.modules") == ["edits the module table"]
 

@@ -180,3 +180,26 @@ def test_the_seccomp_filter_refuses_below_python_what_the_hook_cannot_see():
     assert done.returncode == 0, done.stderr[-2000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen == {"install": "", "shmget": [-1, True], "fork": "refused", "thread": True}, seen
+
+
+def test_a_cell_ipython_cannot_compile_is_an_error_in_that_cell_and_the_kernel_answers_the_next():
+    """3,000 chained additions make IPython's "does this cell need an event loop?" raise RecursionError
+    outside any `try`: in ipykernel the request dies unanswered and the next cell (a check) times out."""
+    body = textwrap.dedent("""
+        import json, sys
+        from IPython.core.interactiveshell import InteractiveShell
+        from plmcourse.grading import policy
+        shell = InteractiveShell.instance()
+        cell = "def unused(x):\\n    return x" + " + x" * 3000 + "\\n"
+        try:
+            shell.should_run_async(cell, transformed_cell=shell.transform_cell(cell), preprocessing_exc_tuple=None)
+            unpatched = "answered"
+        except RecursionError:
+            unpatched = "RecursionError"
+        policy.answer_every_cell(shell)
+        first = shell.run_cell(cell, silent=True)
+        second = shell.run_cell("answer = 6 * 7", silent=True)
+        print(json.dumps([unpatched, type(first.error_in_exec).__name__, second.success, shell.user_ns["answer"]]))
+    """)
+    done = subprocess.run([sys.executable, "-c", body], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == ["RecursionError", "RecursionError", True, 42]

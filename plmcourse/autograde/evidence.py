@@ -337,29 +337,43 @@ def _namespace_lookup(node):
 
 
 def suspicious_text(source: str) -> list[str]:
-    """The SUSPICIOUS phrases whose needle is in `source`'s code: its strings, docstrings and comments
-    are not read (a docstring that mentions sys.modules is prose, not a use of it)."""
+    """The SUSPICIOUS phrases whose needle is in `source`'s code. Comments and docstrings are prose
+    and are not read (a docstring that mentions sys.modules is not a use of it); every other string
+    is a value the code can use, a path to open or a module to import, and is read."""
     code = code_only(source)
     return [why for needle, why in SUSPICIOUS.items() if needle in code]
 
 
 def code_only(source: str) -> str:
-    """`source` with every string literal and comment blanked (lines and columns kept); the text as it
-    is when it cannot be tokenized (a cell that does not run cannot hide anything either)."""
-    lines = source.splitlines(keepends=True)
+    """`source` with its comments and docstrings (a string that is a whole statement) blanked, lines
+    and columns kept; the text as it is when it cannot be read (a cell that does not parse does not
+    run, and one too deep to parse hides nothing from this plain reading)."""
+    source = source.replace("\r\n", "\n").replace("\r", "\n")  # the line ends Python's parser knows
+    lines = io.StringIO(source).readlines()  # split at "\n" only: a form feed is no line end to Python
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
-    except (tokenize.TokenError, SyntaxError, IndentationError, RecursionError, MemoryError):
+        tree = ast.parse(source)
+    except (tokenize.TokenError, SyntaxError, IndentationError, RecursionError, MemoryError, ValueError):
         return source
-    for token in reversed(tokens):
-        if token.type in (tokenize.STRING, tokenize.COMMENT):
-            (row, col), (end_row, end_col) = token.start, token.end
-            for r in range(row, end_row + 1):
-                line = lines[r - 1]
-                start = col if r == row else 0
-                stop = end_col if r == end_row else len(line.rstrip("\n"))
-                lines[r - 1] = line[:start] + " " * (stop - start) + line[stop:]
+    spans = [(t.start, t.end) for t in tokens if t.type == tokenize.COMMENT]
+    for node in ast.walk(tree):  # iterative: no recursion on a deep tree
+        if (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)):
+            start = (node.lineno, _char_column(lines, node.lineno, node.col_offset))
+            end = (node.end_lineno, _char_column(lines, node.end_lineno, node.end_col_offset))
+            spans.append((start, end))
+    for (row, col), (end_row, end_col) in spans:
+        for r in range(row, end_row + 1):
+            line = lines[r - 1]
+            start = col if r == row else 0
+            stop = end_col if r == end_row else len(line.rstrip("\n"))
+            lines[r - 1] = line[:start] + " " * (stop - start) + line[stop:]
     return "".join(lines)
+
+
+def _char_column(lines: list[str], row: int, byte_offset: int) -> int:
+    """The character column of the AST's byte offset on line `row` (they differ after non-ASCII text)."""
+    return len(lines[row - 1].encode("utf-8")[:byte_offset].decode("utf-8", errors="ignore"))
 
 
 # ----------------------------------------------------------------------------

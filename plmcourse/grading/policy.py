@@ -330,12 +330,33 @@ def install(writable=None) -> Policy:
     return policy
 
 
+def answer_every_cell(shell) -> None:
+    """Make a cell that IPython cannot even look at an error in that cell, not a silent kernel.
+
+    Before it runs a cell, ipykernel asks IPython whether the cell needs an event loop, and IPython
+    compiles it outside any `try`: a cell of 3,000 chained additions raises RecursionError there,
+    the request dies and the kernel never answers, so the cell and the next one time out (a check
+    lost to a cell that does nothing). Answered "no", IPython compiles the cell again in its own
+    runner, which reports the error under the cell and goes on.
+    """
+    asks = shell.should_run_async
+
+    def should_run_async(raw_cell, **kwargs):
+        try:
+            return asks(raw_cell, **kwargs)
+        except Exception:
+            return False
+
+    shell.should_run_async = should_run_async
+
+
 def main():
     """The grading kernel: ipykernel's launcher, with the policy installed before the first cell."""
     from ipykernel.kernelapp import IPKernelApp
 
     app = IPKernelApp.instance()
     app.initialize()
+    answer_every_cell(app.shell)
     policy = install()
     if policy.seccomp:  # the hook alone holds: say so in the kernel's log, which nbgrader keeps
         print(f"plmcourse grading policy: {policy.seccomp}", file=sys.__stderr__, flush=True)
