@@ -703,6 +703,13 @@ class Helper:
 def stall(x, axis=-1):
     while True:
         pass
+
+
+def nap(x, axis=-1):
+    import time
+
+    while True:
+        time.sleep(0.1)
 '''
 
 
@@ -720,8 +727,9 @@ def test_the_search_finds_implementations_by_behaviour_whatever_their_name(tmp_p
     assert {"tidy_scores", "Helper.spread"} <= set(search.found["plmcourse/data/text.py"]), search.found
     assert not any(file.startswith("plmcourse/judging/") for file in search.found)  # never in the sandbox
     assert "softmax" in search.found["plmcourse/ref/attention.py"]
-    assert any("data/text.py:stall" in skipped for skipped in search.skipped), search.skipped  # hangs: skipped
-    assert "stall" not in search.found["plmcourse/data/text.py"]
+    # Both hang and are skipped: one computing (1.5 s of CPU), one asleep (the 3 s given)
+    assert {"stall", "nap"} <= {s.split(":")[1].split(" ")[0] for s in search.skipped if "data/text.py" in s}
+    assert not {"stall", "nap"} & set(search.found["plmcourse/data/text.py"])
     summary = search.summary()
     assert "plmcourse/data/text.py:tidy_scores (check_log_softmax)" in summary and f"{search.seconds:.1f} s" in summary
 
@@ -834,3 +842,20 @@ def test_a_kernel_cannot_fill_the_hosts_disk_through_its_socket_folder(course, t
     finally:
         manager.shutdown_kernel(now=True)
         shutil.rmtree(sockets, ignore_errors=True)
+
+
+def test_a_candidate_is_stopped_by_its_cpu_time_and_one_that_waits_is_not():
+    """The search's CPU cap: a loop that computes is stopped long before the wall-clock limit; a candidate
+    that waits (as a real implementation does on a loaded machine) runs on and passes."""
+    import time
+
+    def busy():
+        while True:
+            pass
+
+    started = time.monotonic()
+    assert sandbox._run_forked(lambda candidate: candidate(), busy, seconds=60, cpu_seconds=0.5) == "time"
+    assert time.monotonic() - started < 10
+    assert sandbox._run_forked(lambda candidate: candidate(), lambda: time.sleep(1.5), seconds=60,
+                               cpu_seconds=0.5) == "pass"
+    assert sandbox._run_forked(lambda candidate: candidate(), lambda: 1 / 0, seconds=60) == "fail"

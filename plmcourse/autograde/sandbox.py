@@ -278,7 +278,11 @@ STUBBED_FOLDERS = ("ref", "nn", "data")
 # grading machinery. The kernel's copy leaves them out, whole.
 LEFT_OUT = ("judging", "autograde", "cli.py", "__main__.py", "release.py")
 SEARCH_SECONDS = 10.0   # one candidate's run on a check's visible cases; longer, and it is skipped
-SEARCH_VERSION = "1"    # in the cache key: a change to the search itself makes earlier results stale
+# ... or its CPU time: the course's implementations take milliseconds on a check's visible cases, while a
+# training loop or a plot that accepts the same arguments computes for seconds before it fails. CPU time,
+# not wall time, so that a loaded machine never skips a real implementation.
+SEARCH_CPU_SECONDS = 1.5
+SEARCH_VERSION = "2"    # in the cache key: a change to the search itself makes earlier results stale
 CACHE_FOLDER = ".plmcourse-cache"  # in the course directory, which the sandbox hides
 # Names another folder for the search's results, shared by several course directories (a test
 # suite that grades many scratch courses, a machine that grades several sections). Safe to share:
@@ -448,7 +452,8 @@ class Search:
                 f"({self.tried} runs of a function, method or class on a check's visible cases, "
                 f"{self.seconds:.1f} s, {when}); stubbed in the sandbox: {found}")
         if self.skipped:
-            line += f"; skipped, over {SEARCH_SECONDS:g} s: {', '.join(self.skipped)}"
+            line += (f"; skipped, over {SEARCH_CPU_SECONDS:g} s of CPU or {SEARCH_SECONDS:g} s: "
+                     f"{', '.join(self.skipped)}")
         return line
 
 
@@ -639,10 +644,10 @@ def _accepts(candidate, check, cases) -> bool:
     return True
 
 
-def _run_forked(check, candidate, seconds: float) -> str:
+def _run_forked(check, candidate, seconds: float, cpu_seconds: float = SEARCH_CPU_SECONDS) -> str:
     """"pass" if `candidate` passes `check` on its visible cases, "fail", or "time" if it is still
-    running after `seconds`; in a fork, so that what one candidate changes (a default dtype, a
-    seed, a memory limit) is gone for the next."""
+    running after `seconds` or `cpu_seconds` of CPU; in a fork, so that what one candidate changes
+    (a default dtype, a seed, a memory limit) is gone for the next."""
     pid = os.fork()
     if pid == 0:
         status = 1
@@ -653,16 +658,30 @@ def _run_forked(check, candidate, seconds: float) -> str:
         except BaseException:
             pass
         os._exit(status)
-    deadline = time.monotonic() + seconds
+    started = time.monotonic()
+    deadline, next_look = started + seconds, started + cpu_seconds  # CPU time never runs ahead of the wall clock
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             return "pass" if os.waitstatus_to_exitcode(status) == 0 else "fail"
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        over = now > deadline
+        if not over and now > next_look:
+            over, next_look = _cpu_seconds(pid) > cpu_seconds, now + 0.05
+        if over:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
             return "time"
         time.sleep(0.002)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """The CPU time a running process has used, its threads' included (0 where /proc cannot tell)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def limit_memory(memory: int) -> None:
