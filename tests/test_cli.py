@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 import plmcourse
 from plmcourse.report import environment_report, format_report
 
@@ -13,6 +15,7 @@ def doctor(**env):
                           env={**os.environ, **env})
 
 
+@pytest.mark.integration  # a real `plmcourse doctor` process (torch, Jupyter, the kernels)
 def test_doctor_passes_here(tmp_path):
     done = doctor(PLMCOURSE_CACHE=str(tmp_path / "cache"))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -21,6 +24,7 @@ def test_doctor_passes_here(tmp_path):
     assert (tmp_path / "cache").is_dir()
 
 
+@pytest.mark.integration  # a real `plmcourse doctor` process (torch, Jupyter, the kernels)
 def test_doctor_fails_with_one_sentence_when_the_cache_is_not_writable(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
@@ -30,6 +34,7 @@ def test_doctor_fails_with_one_sentence_when_the_cache_is_not_writable(tmp_path)
     assert len(problems) == 1 and "cache directory" in problems[0] and "PLMCOURSE_CACHE" in problems[0]
 
 
+@pytest.mark.integration  # a real `plmcourse doctor` process (torch, Jupyter, the kernels)
 def test_doctor_fails_when_the_python3_kernel_is_missing(tmp_path):
     # An empty Jupyter path with the environment's own kernels hidden: no `python3` kernel anywhere.
     done = subprocess.run(

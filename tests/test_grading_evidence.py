@@ -227,6 +227,7 @@ def test_a_cell_that_compares_with_torch_on_its_own_is_not_an_answer(tmp_path):
     assert evidence.analyse_submission(path, SPEC)["flags"] == []
 
 
+@pytest.mark.integration  # the reader's child process, up to its limits
 @pytest.mark.parametrize("answer", [
     "x = " + "(" * 150 + "1" + ")" * 150 + "\n" + "y = " + "-" * 300_000 + "1\n",
     "x = 1\n" * 2_000_000,

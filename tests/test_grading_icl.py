@@ -511,6 +511,7 @@ def test_verdicts_do_not_depend_on_the_global_seed():
     assert len(sentences) == 2
 
 
+@pytest.mark.integration  # a fresh Python process
 def test_the_checks_stay_fast_in_a_fresh_kernel():
     """Nothing the checks run loads torch._dynamo (a second or more per kernel)."""
     import pathlib

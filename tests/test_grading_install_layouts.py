@@ -25,6 +25,9 @@ ASSIGNMENT = "00_welcome"
 REPO = Path(plmcourse.__file__).resolve().parent.parent
 
 
+pytestmark = pytest.mark.integration  # installs the package three ways
+
+
 @pytest.fixture(scope="module", params=["pythonpath", "target", "editable"])
 def layout(request, tmp_path_factory):
     """(name, PYTHONPATH folder or None): where `import plmcourse` finds the package."""

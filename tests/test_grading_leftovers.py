@@ -26,7 +26,7 @@ from plmcourse.autograde import sandbox
 from plmcourse.release import nbgrader_env, solved_release
 from support import scratch_course
 
-pytestmark = [pytest.mark.nbgrader]
+pytestmark = [pytest.mark.nbgrader, pytest.mark.integration]
 needs_bwrap = pytest.mark.skipif(sandbox.available() is not None, reason=str(sandbox.available()))
 
 ASSIGNMENT = "00_welcome"

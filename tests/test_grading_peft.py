@@ -389,6 +389,7 @@ def test_driven_checks_on_cuda(capsys):
     assert "dropout is applied to the whole output" in str(failure(check_lora_linear, wrong, device="cuda"))
 
 
+@pytest.mark.integration  # a fresh Python process
 def test_the_checks_stay_fast_in_a_fresh_kernel():
     """torch.optim's constructors and modules built on the meta device load torch._dynamo: a second or
     more per kernel. The checks use neither."""

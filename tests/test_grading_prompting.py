@@ -528,6 +528,7 @@ def test_checks_on_cuda(capsys):
     assert "expected cuda:0 like logits" in str(failure(check_verbalizer_log_probs, moves_to_cpu, device="cuda"))
 
 
+@pytest.mark.integration  # a fresh Python process
 def test_the_checks_stay_fast_in_a_fresh_kernel():
     """Nothing the checks run loads torch._dynamo (a second or more per kernel)."""
     import pathlib

@@ -25,6 +25,7 @@ from plmcourse.autograde import sandbox, workflow
 
 WHY_NOT = sandbox.available()
 needs_bwrap = pytest.mark.skipif(WHY_NOT is not None, reason=str(WHY_NOT))
+pytestmark = pytest.mark.integration  # the sandbox, its search and its kernels
 
 ASSIGNMENT = "a1"
 HIDDEN = "### BEGIN HIDDEN TESTS\nassert answer == 42\n### END HIDDEN TESTS"

@@ -91,6 +91,9 @@ def lab_env(tmp_path) -> dict:
     return venv_env(HOME=str(tmp_path), JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"))
 
 
+pytestmark = pytest.mark.integration  # each test starts a Jupyter server (and pip, for Binder's postBuild)
+
+
 def test_readme_lab_command_serves_the_release_notebooks(tmp_path):
     """`python3 tasks.py lab` (the README's first command) serves course/release/ with only Validate."""
     port = free_port()

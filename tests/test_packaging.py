@@ -12,6 +12,9 @@ import pytest
 from conftest import ROOT
 
 
+pytestmark = pytest.mark.integration  # builds a wheel and installs it
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
     out = tmp_path_factory.mktemp("wheel")
