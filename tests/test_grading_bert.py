@@ -17,7 +17,6 @@ import torch
 from torch.nn.functional import cross_entropy as early_cross_entropy
 
 from mistake_catalogue import catalogue_tests, failure, find_mistake
-from mistake_catalogue.bart_mistakes import CATALOGUE as BART_CATALOGUE
 from mistake_catalogue.bart_mistakes import infill_window
 from mistake_catalogue.bert_mistakes import CATALOGUE, mlm_loss_log_softmax, mlm_vectorised
 from mistake_catalogue.gpt_mistakes import CATALOGUE as GPT_CATALOGUE
@@ -37,11 +36,6 @@ from plmcourse.judging import gpt as gpt_checks
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
-CHECKS = {"check_mlm_mask", "check_mlm_loss", "check_bert_parameter_count", "check_causal_lm_loss",
-          "check_top_k_filter", "check_top_p_filter", "check_text_infilling", "check_prefix_lm_mask",
-          "check_permutation_mask"}
-
-
 def mistake(check_name, name):
     return find_mistake(CATALOGUE, check_name, name)
 
@@ -52,13 +46,6 @@ def mistake(check_name, name):
 
 (test_correct_implementation_passes, test_mistake_fails_with_its_hint,
  test_mistake_also_fails_the_hidden_cases) = catalogue_tests(CATALOGUE)
-
-
-def test_catalogue_covers_every_check():
-    catalogues = (CATALOGUE, GPT_CATALOGUE, BART_CATALOGUE)
-    assert sum(len(c) for c in catalogues) == len(CHECKS) and set().union(*catalogues) == CHECKS
-    for correct, mistakes in (entry for c in catalogues for entry in c.values()):
-        assert len(correct) >= 2 and len(mistakes) >= 6
 
 
 # ----------------------------------------------------------------------------
@@ -149,15 +136,6 @@ def test_log_softmax_and_topk_are_allowed_where_not_taught():
 
 # ----------------------------------------------------------------------------
 # Answers that try to look right
-
-
-def test_checks_leave_the_random_generators_alone():
-    torch_state, numpy_state = torch.get_rng_state(), np.random.get_state()
-    check_mlm_mask(mlm_vectorised, hidden=True)
-    check_mlm_loss(mlm_loss_log_softmax, hidden=True)
-    check_top_p_filter(top_p_sort_scatter, hidden=True)
-    assert torch.equal(torch.get_rng_state(), torch_state)
-    assert np.random.get_state()[1].tolist() == numpy_state[1].tolist()
 
 
 @pytest.mark.parametrize("hidden", [False, True])

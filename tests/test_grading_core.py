@@ -322,6 +322,31 @@ def test_each_topic_s_two_modules_export_exactly_its_registered_checks(topic):
         assert spec.device == (tensors or name == "check_count_trainable_parameters"), name
 
 
+# Every topic's right and wrong answers (tests/mistake_catalogue/<topic>_mistakes.py), and the fewest of each
+# that a check's catalogue holds: (right, wrong) per topic, and the checks that hold more.
+CATALOGUES = {path.stem.removesuffix("_mistakes"): importlib.import_module(f"mistake_catalogue.{path.stem}").CATALOGUE
+              for path in sorted((Path(__file__).parent / "mistake_catalogue").glob("*_mistakes.py"))}
+FEWEST = {"attention": (3, 10), "bart": (2, 6), "bert": (2, 6), "efficiency": (4, 30), "gpt": (2, 6),
+          "icl": (4, 18), "instruct": (4, 12), "language_models": (4, 10), "multimodal": (4, 15), "peft": (3, 10),
+          "prompting": (6, 18), "sentence_embeddings": (4, 12), "transfer": (4, 8), "word_vectors": (3, 8),
+          "wordpiece": (5, 15)}
+FEWEST_FOR = {"check_dequantize": (4, 10), "check_k_shot_prompt": (4, 30), "check_lora_linear": (3, 30),
+              "check_mean_pool": (4, 15)}
+WITHOUT_CATALOGUE = {"welcome"}  # check_normalize, notebook 00's warm-up: tests/test_grading_welcome.py
+
+
+@pytest.mark.parametrize("topic", sorted(set(judging.CHECKS.values()) - WITHOUT_CATALOGUE))
+def test_each_topic_s_catalogue_covers_exactly_its_checks_with_enough_answers(topic):
+    """Written once for every topic: its catalogue has an entry for each of its checks and no other, with at
+    least the topic's number of right and of wrong answers."""
+    assert set(CATALOGUES) == set(FEWEST) == set(judging.CHECKS.values()) - WITHOUT_CATALOGUE
+    names = {name for name, stem in judging.CHECKS.items() if stem == topic}
+    assert set(CATALOGUES[topic]) == names
+    for name, (correct, mistakes) in CATALOGUES[topic].items():
+        fewest_correct, fewest_mistakes = FEWEST_FOR.get(name, FEWEST[topic])
+        assert len(correct) >= fewest_correct and len(mistakes) >= fewest_mistakes, name
+
+
 @pytest.mark.parametrize("name", sorted(judging.CHECKS))
 def test_every_check_is_a_table_whose_hidden_run_extends_the_visible_one(name):
     table = getattr(judging, name)

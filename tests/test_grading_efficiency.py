@@ -46,12 +46,6 @@ pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning"),
  test_mistake_also_fails_the_hidden_cases) = catalogue_tests(CATALOGUE)
 
 
-def test_catalogue_covers_every_check():
-    assert set(CATALOGUE) == set(NAMES)
-    for name, (correct, mistakes) in CATALOGUE.items():
-        assert len(correct) >= 4 and len(mistakes) >= (10 if name == "check_dequantize" else 30)
-
-
 def test_the_named_mistakes_are_in_the_catalogue():
     names = {check: {name for name, _, _ in mistakes} for check, (_, mistakes) in CATALOGUE.items()}
     assert {"T² missing", "T instead of T²", "KL reversed", "temperature on the student only",
@@ -478,16 +472,6 @@ def test_the_teacher_arrives_as_a_leaf_through_the_wire():
     undetached = find_mistake(CATALOGUE, "check_distillation_loss", "teacher not detached")
     passed, sentence, _, _ = judged("check_distillation_loss", undetached)
     assert not passed and "the teacher's logits received a gradient" in sentence
-
-
-def test_checks_leave_the_random_generators_alone(capsys):
-    torch.manual_seed(3)
-    np.random.seed(3)
-    before = torch.get_rng_state(), np.random.get_state()[1].copy()
-    check_distillation_loss(distil_notebook, hidden=True)
-    check_quantize_int8(quant_notebook, hidden=True)
-    check_dequantize(dequant_notebook, hidden=True)
-    assert torch.equal(torch.get_rng_state(), before[0]) and np.array_equal(np.random.get_state()[1], before[1])
 
 
 @pytest.mark.gpu

@@ -25,7 +25,6 @@ from plmcourse.grading import core as kernel  # the declarations' side, what a g
 from plmcourse.judging import icl as checks
 from support import judged as judged_by_name
 
-NAMES = ["check_k_shot_prompt", "check_induction_score"]
 
 # Wrong answers take means of nothing on purpose.
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -45,12 +44,6 @@ def induction_mistake(name):
 
 (test_correct_implementation_passes, test_mistake_fails_with_its_hint,
  test_mistake_also_fails_the_hidden_cases) = catalogue_tests(CATALOGUE)
-
-
-def test_catalogue_covers_every_check():
-    assert set(CATALOGUE) == set(NAMES)
-    for name, (correct, mistakes) in CATALOGUE.items():
-        assert len(correct) >= 4 and len(mistakes) >= (30 if name == "check_k_shot_prompt" else 18)
 
 
 def test_the_named_mistakes_are_in_the_catalogue():
@@ -490,16 +483,6 @@ def test_a_grading_kernel_serves_the_driven_answer(monkeypatch):
     assert served["fn"](*cases[0].args, **cases[0].kwargs) == checks._prompt_reference(cases[0])
     error_case = next(c for c in cases if c.data["error"])
     assert served["fn"](*error_case.args, **error_case.kwargs)["raised"] == "ValueError"
-
-
-def test_checks_leave_the_random_generators_alone(capsys):
-    torch.manual_seed(3)
-    np.random.seed(3)
-    before = torch.get_rng_state(), np.random.get_state()[1].copy()
-    for name in NAMES:
-        for _, answer in CATALOGUE[name][0]:
-            getattr(judging, name)(answer, hidden=True)
-    assert torch.equal(torch.get_rng_state(), before[0]) and np.array_equal(np.random.get_state()[1], before[1])
 
 
 def test_verdicts_do_not_depend_on_the_global_seed():

@@ -38,12 +38,6 @@ def mistake(check_name, name):
  test_mistake_also_fails_the_hidden_cases) = catalogue_tests(CATALOGUE)
 
 
-def test_catalogue_covers_every_check():
-    assert set(CATALOGUE) == {"check_cross_entropy", "check_bilm_loss", "check_scalar_mix"}
-    for correct, mistakes in CATALOGUE.values():
-        assert len(correct) >= 4 and len(mistakes) >= 10
-
-
 def test_the_issue_s_named_mistakes_are_in_the_catalogue():
     names = {name for _, (_, mistakes) in CATALOGUE.items() for name, _, _ in mistakes}
     for named in ("backward LM not reversed", "unnormalised layer weights"):
@@ -131,14 +125,6 @@ def test_every_bilm_case_has_a_prediction_in_each_direction():
         targets = case.data["targets"]
         real = targets != -100
         assert (real[:, 1:] & real[:, :-1]).any()
-
-
-def test_checks_leave_the_random_generators_alone():
-    torch_state, numpy_state = torch.get_rng_state(), np.random.get_state()
-    check_bilm_loss(bilm_masked_fill, hidden=True)
-    check_scalar_mix(mix_broadcast, hidden=True)
-    assert torch.equal(torch.get_rng_state(), torch_state)
-    assert np.random.get_state()[1].tolist() == numpy_state[1].tolist()
 
 
 @pytest.mark.gpu

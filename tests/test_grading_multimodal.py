@@ -37,12 +37,6 @@ pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning")]
  test_mistake_also_fails_the_hidden_cases) = catalogue_tests(CATALOGUE)
 
 
-def test_catalogue_covers_every_check():
-    assert set(CATALOGUE) == set(NAMES)
-    for name, (correct, mistakes) in CATALOGUE.items():
-        assert len(correct) >= 4 and len(mistakes) >= 15
-
-
 def test_the_issue_s_named_mistakes_are_in_the_catalogue():
     names = {check: {name for name, _, _ in mistakes} for check, (_, mistakes) in CATALOGUE.items()}
     assert {"patches column-major", "channels last inside a patch", "image transposed", "plain reshape",
@@ -201,11 +195,3 @@ def test_the_verdict_is_the_same_through_the_wire(check_name, mistake):
     if not passed:
         assert sentence == local
     assert flags == []
-
-
-def test_checks_leave_the_random_generators_alone(capsys):
-    np.random.seed(3)
-    before = np.random.get_state()[1].copy()
-    for name in NAMES:
-        getattr(judging, name)(ANSWERS[name], hidden=True)
-    assert np.array_equal(np.random.get_state()[1], before)

@@ -31,7 +31,6 @@ from plmcourse.judging import peft as checks
 from plmcourse.nn.attention import merge_heads, split_heads
 from support import judged as judged_by_name
 
-NAMES = ["check_lora_linear", "check_attention_with_prefix", "check_count_trainable_parameters"]
 CPU = torch.device("cpu")
 
 
@@ -41,12 +40,6 @@ CPU = torch.device("cpu")
 
 (test_correct_implementation_passes, test_mistake_fails_with_its_hint,
  test_mistake_also_fails_the_hidden_cases) = catalogue_tests(CATALOGUE)
-
-
-def test_catalogue_covers_every_check():
-    assert set(CATALOGUE) == set(NAMES)
-    for name, (correct, mistakes) in CATALOGUE.items():
-        assert len(correct) >= 3 and len(mistakes) >= (30 if name == "check_lora_linear" else 10)
 
 
 def test_the_package_references_pass_with_the_seal_lifted(capsys):
@@ -356,16 +349,6 @@ def test_an_endless_merge_costs_its_case_only(monkeypatch):
     monkeypatch.setattr(kernel, "CALL_SECONDS", 0.5)
     passed, sentence, _ = judged(check_lora_linear, SlowMerge)
     assert not passed and "TimeoutError" in sentence and "an endless loop?" in sentence
-
-
-def test_checks_leave_the_random_generators_alone(capsys):
-    torch.manual_seed(3)
-    np.random.seed(3)
-    before = torch.get_rng_state(), np.random.get_state()[1].copy()
-    check_lora_linear(LoraNotebook, hidden=True)
-    check_count_trainable_parameters(CATALOGUE["check_count_trainable_parameters"][0][0][1], hidden=True)
-    check_attention_with_prefix(prefix_notebook, hidden=True)
-    assert torch.equal(torch.get_rng_state(), before[0]) and np.array_equal(np.random.get_state()[1], before[1])
 
 
 def test_verdicts_do_not_depend_on_the_global_seed():

@@ -52,12 +52,6 @@ def verdict(check, answer, case):
  test_mistake_also_fails_the_hidden_cases) = catalogue_tests(CATALOGUE)
 
 
-def test_catalogue_covers_every_check():
-    assert set(CATALOGUE) == set(NAMES)
-    for name, (correct, mistakes) in CATALOGUE.items():
-        assert len(correct) >= 6 and len(mistakes) >= 18
-
-
 def test_the_named_mistakes_are_in_the_catalogue():
     """Each mistake of the exercise's list has its entry."""
     names = {check: {name for name, _, _ in mistakes} for check, (_, mistakes) in CATALOGUE.items()}
@@ -498,15 +492,6 @@ def test_every_kind_of_index_container_passes_through_the_wire(name):
     answer = dict(CATALOGUE["check_select_pseudo_labels"][0])[name]
     passed, sentence, _, _ = judged("check_select_pseudo_labels", answer)
     assert passed, sentence
-
-
-def test_checks_leave_the_random_generators_alone(capsys):
-    torch.manual_seed(3)
-    np.random.seed(3)
-    before = torch.get_rng_state(), np.random.get_state()[1].copy()
-    for name, answer in NOTEBOOK.items():
-        getattr(judging, name)(answer, hidden=True)
-    assert torch.equal(torch.get_rng_state(), before[0]) and np.array_equal(np.random.get_state()[1], before[1])
 
 
 @pytest.mark.gpu

@@ -66,15 +66,6 @@ def mistake(name):
  test_mistake_also_fails_the_hidden_cases) = catalogue_tests(CATALOGUE)
 
 
-NAMES = ["check_mean_pool", "check_anisotropy", "check_whitening", "check_info_nce_loss"]
-
-
-def test_catalogue_covers_every_check():
-    assert set(CATALOGUE) == set(NAMES)
-    for name, (correct, mistakes) in CATALOGUE.items():
-        assert len(correct) >= 4 and len(mistakes) >= (15 if name == "check_mean_pool" else 12)
-
-
 def test_the_named_mistakes_are_in_the_catalogue():
     names = {name for _, (_, mistakes) in CATALOGUE.items() for name, _, _ in mistakes}
     for named in ("padding counted in the mean", "dividing by the padded length T", "NaN for a row with no real token",
@@ -235,13 +226,6 @@ def test_verdicts_do_not_depend_on_the_thread_count():
     finally:
         torch.set_num_threads(threads)
     assert messages[0] == messages[1]
-
-
-def test_checks_leave_the_random_generators_alone():
-    torch_state, numpy_state = torch.get_rng_state(), np.random.get_state()
-    check_mean_pool(pool_masked_fill, hidden=True)
-    assert torch.equal(torch.get_rng_state(), torch_state)
-    assert np.random.get_state()[1].tolist() == numpy_state[1].tolist()
 
 
 @pytest.mark.gpu

@@ -31,12 +31,6 @@ pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning")]
  test_mistake_also_fails_the_hidden_cases) = catalogue_tests(CATALOGUE)
 
 
-def test_catalogue_covers_every_check():
-    assert set(CATALOGUE) == set(NAMES)
-    for correct, mistakes in CATALOGUE.values():
-        assert len(correct) >= 4 and len(mistakes) >= 8
-
-
 def test_the_course_versions_pass_with_the_seal_lifted(capsys):
     for name, answer in (("check_alignment_precision_at_1", ref.alignment_precision_at_1),
                          ("check_whole_entity_mask", ref.whole_entity_mask),

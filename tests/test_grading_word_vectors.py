@@ -14,7 +14,6 @@ from plmcourse.ref import log_softmax as early_log_softmax
 from mistake_catalogue import catalogue_tests, failure, find_mistake
 from mistake_catalogue.word_vectors_mistakes import (
     CATALOGUE,
-    log_softmax_shifted,
     noise_where,
     sgns_einsum,
 )
@@ -41,13 +40,6 @@ def mistake(check_name, name):
 
 (test_correct_implementation_passes, test_mistake_fails_with_its_hint,
  test_mistake_also_fails_the_hidden_cases) = catalogue_tests(CATALOGUE)
-
-
-def test_catalogue_covers_every_check():
-    assert set(CATALOGUE) == {"check_log_softmax", "check_noise_distribution",
-                              "check_skipgram_negative_sampling_loss"}
-    for correct, mistakes in CATALOGUE.values():
-        assert len(correct) >= 3 and len(mistakes) >= 8
 
 
 def test_the_issue_s_named_mistakes_are_in_the_catalogue():
@@ -181,14 +173,6 @@ def test_every_reference_gradient_matches_finite_differences(hidden):
                    ref.numerical_gradient(lambda x: ref.skipgram_negative_sampling_loss(c, o, x)[0], n)]
         for analytic, estimate in zip(grads, numeric):
             np.testing.assert_allclose(analytic, estimate, atol=1e-7)
-
-
-def test_checks_leave_the_random_generators_alone():
-    torch_state, numpy_state = torch.get_rng_state(), np.random.get_state()
-    check_skipgram_negative_sampling_loss(sgns_einsum, hidden=True)
-    check_log_softmax(log_softmax_shifted, hidden=True)
-    assert torch.equal(torch.get_rng_state(), torch_state)
-    assert np.random.get_state()[1].tolist() == numpy_state[1].tolist()
 
 
 def test_verdicts_do_not_depend_on_the_thread_count():

@@ -31,12 +31,6 @@ def mistake(name):
  test_mistake_also_fails_the_hidden_cases) = catalogue_tests(CATALOGUE)
 
 
-def test_catalogue_covers_every_check():
-    assert set(CATALOGUE) == {"check_wordpiece"}
-    for correct, mistakes in CATALOGUE.values():
-        assert len(correct) >= 5 and len(mistakes) >= 15
-
-
 def test_the_named_mistakes_are_in_the_catalogue():
     names = {name for _, (_, mistakes) in CATALOGUE.items() for name, _, _ in mistakes}
     for named in ("shortest match instead of longest", "missing ##", "## on the first piece too",

@@ -2,11 +2,14 @@
 
 Each `<topic>_mistakes.py` defines CATALOGUE = {check name: (correct, mistakes)}, with
 correct = [(name, fn)] and mistakes = [(name, fn, fragment of the expected message)].
-`catalogue_tests(CATALOGUE)` makes the tests every check must pass on its catalogue, so
-that adding a mistake is adding one entry.
+`catalogue_tests(CATALOGUE)` makes the tests every check must pass on its catalogue (each right
+answer passes, visible, hidden and salted, and leaves the global random generators alone; each
+mistake fails with its hint), so that adding a mistake is adding one entry.
 """
 
+import numpy as np
 import pytest
+import torch
 
 import plmcourse.judging as judging
 from plmcourse.grading import CheckFailed
@@ -40,9 +43,15 @@ def catalogue_tests(catalogue):
     @pytest.mark.parametrize("hidden", [False, True, 7000], ids=["visible", "hidden", "salted"])
     @pytest.mark.parametrize("check_name, name, fn", correct, ids=[f"{c}-{n}" for c, n, _ in correct])
     def test_correct_implementation_passes(check_name, name, fn, hidden, capsys):
+        torch.manual_seed(3)
+        np.random.seed(3)
+        torch_state, numpy_state = torch.get_rng_state(), np.random.get_state()[1].copy()
         getattr(judging, check_name)(fn, hidden=hidden)
         printed = capsys.readouterr().out
         assert printed.startswith(f"{check_name}: ") and printed.endswith(" cases passed.\n")
+        # The check draws from its own seeded generators: the notebook's global ones are as they were.
+        assert torch.equal(torch.get_rng_state(), torch_state), "the check moved torch's global generator"
+        assert np.array_equal(np.random.get_state()[1], numpy_state), "the check moved NumPy's global generator"
 
     @pytest.mark.parametrize("check_name, name, fn, fragment", mistakes, ids=mistake_ids)
     def test_mistake_fails_with_its_hint(check_name, name, fn, fragment):
