@@ -212,6 +212,19 @@ def test_an_answer_that_reaches_a_sealed_name_is_told_apart_from_a_flag(tmp_path
     assert found["flags"] and bool(found["sealed"]) == sealed, found
 
 
+def test_the_course_s_own_code_is_called_the_course_s_not_a_library(tmp_path):
+    """An answer that calls plmcourse's softmax through the notebook's `ref` is told it reached the course's own
+    code (and is sealed as before); one that calls torch's is told it reached a library."""
+    course = evidence.analyse_submission(_notebook(tmp_path, "from plmcourse import data, ref\n",
+                                                   answer="def softmax(x, axis=-1):\n    return ref.softmax(x, axis)\n"),
+                                         SPEC)
+    assert [p for _, _, p in course["flags"]] == ["reaches the course's own softmax (ref.softmax)"], course
+    assert course["sealed"] == [["softmax", "reaches the course's own softmax (ref.softmax)"]]
+    library = evidence.analyse_submission(_notebook(tmp_path, "import torch\n", answer=(
+        "def softmax(x, axis=-1):\n    return torch.softmax(torch.tensor(x), axis).numpy()\n")), SPEC)
+    assert any(p.startswith("reaches a library softmax (torch.softmax)") for _, _, p in library["flags"]), library
+
+
 def test_a_method_of_the_student_s_own_class_is_not_a_library(tmp_path):
     answer = ("class Normaliser:\n    def softmax(self, x, axis):\n        e = np.exp(x - x.max(axis, keepdims=True))\n"
               "        return e / e.sum(axis, keepdims=True)\n\n"
