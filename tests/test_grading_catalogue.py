@@ -283,6 +283,10 @@ def test_every_flag_reaches_the_gradebook_the_review_table_and_the_export(graded
             comment = gradebook.find_comment(exercise, ASSIGNMENT, ASSIGNMENT, student)
             assert grade.needs_manual_grade, exercise
             assert "Flagged for review" in comment.comment
+            # The review table says what the judge gave the exercise (its softmax is broken: 0).
+            assert {row["points"] for row in rows if row["exercise"] == exercise} == {
+                f"{grade.auto_score:g} of {grade.max_score:g}"}, exercise
+        assert {row["points"] for row in rows if row["exercise"] == "softmax"} == {"0 of 2"}, rows
         honest = gradebook.find_grade("test_causal_mask", ASSIGNMENT, ASSIGNMENT, "correct")
         assert not honest.needs_manual_grade  # causal_mask is one np.tril: too short to say anything
     with open(course / "grades.csv", newline="") as f:

@@ -364,12 +364,16 @@ def test_review_rows_most_suspicious_first_and_spreadsheet_safe(tmp_path):
     flags = [Flag("ann", "nb", "softmax", "softmax is close to x (similarity 0.85)", "course", 0.85),
              Flag("bob", "nb", "softmax", "=HYPERLINK(\"http://evil\")", "answer"),
              Flag("bob", "nb", "causal_mask", "builds what it calls at run time (eval)", "answer")]
-    path = review.write_review(tmp_path, "03_attention", ["ann", "bob"], flags)
+    points = {("bob", "nb", "softmax"): "0 of 2", ("ann", "nb", "softmax"): "2 of 2"}
+    path = review.write_review(tmp_path, "03_attention", ["ann", "bob"], flags, points)
     rows = review.read_review(tmp_path, "03_attention")
     assert [r["student"] for r in rows] == ["bob", "bob", "ann"]
     assert "'=HYPERLINK" in path.read_text()
     lines = review.review_table(tmp_path, "03_attention")
-    assert lines[0].split()[:2] == ["student", "exercise"] and len(lines) == 4
+    assert lines[0].split()[:3] == ["student", "exercise", "points"] and len(lines) == 4
+    # The points the judge gave the flagged exercise: a flag on an answer that already scored 0 says so.
+    column = lines[0].index("points")
+    assert [line[column:column + 6].strip() for line in lines[1:]] == ["-", "0 of 2", "2 of 2"], lines
     # The columns line up, an empty similarity included ("-"), and nothing in a cell breaks the line.
     column = lines[0].index("source")
     assert [line[column:].split()[0] for line in lines[1:]] == ["answer", "answer", "course"], lines
@@ -377,6 +381,12 @@ def test_review_rows_most_suspicious_first_and_spreadsheet_safe(tmp_path):
     # Grading ann again replaces her rows only.
     review.write_review(tmp_path, "03_attention", ["ann"], [])
     assert [r["student"] for r in review.read_review(tmp_path, "03_attention")] == ["bob", "bob"]
+    # A table written before the points column is still read (its rows without points).
+    older = "student,notebook,exercise,evidence,similarity,source\ncy,nb,softmax,reaches a library softmax,,answer\n"
+    (tmp_path / "review" / "03_attention.csv").write_text(older)
+    assert review.read_review(tmp_path, "03_attention")[0]["points"] == ""
+    review.write_review(tmp_path, "03_attention", ["ann"], flags[:1], {("ann", "nb", "softmax"): "2 of 2"})
+    assert [(r["student"], r["points"]) for r in review.read_review(tmp_path, "03_attention")] == [("cy", ""), ("ann", "2 of 2")]
 
 
 def test_the_judge_loads_the_libraries_a_seal_looks_for():

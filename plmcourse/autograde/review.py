@@ -9,8 +9,10 @@ a classmate's answer, what collect found) lands in three places:
   answer cell's comment says why (the formgrader shows both; `grade all` needs nobody to
   read a terminal). The judge's full sentence for a failed test goes there too, since the
   kernel, and so the notebook's output, is told less about hidden cases;
-* `course/review/<assignment>.csv`, one row per flag (student, notebook, exercise, evidence,
-  similarity, source), most suspicious student first, printed by `plmcourse grade review`;
+* `course/review/<assignment>.csv`, one row per flag (student, notebook, exercise, the points the
+  judge gave that exercise, evidence, similarity, source), most suspicious student first, printed by
+  `plmcourse grade review`: a flag on an exercise that already scored 0 reads differently from one
+  that kept its marks;
 * the export: `plmcourse grade export` adds a `flags` column (nbgrader_ext.CsvExportWithFlags).
 
 All of it is text a submission may have shaped: one line each (evidence.one_line), and any
@@ -36,7 +38,8 @@ from plmcourse.autograde.evidence import (
     one_line,
 )
 
-COLUMNS = ("student", "notebook", "exercise", "evidence", "similarity", "source")
+COLUMNS = ("student", "notebook", "exercise", "points", "evidence", "similarity", "source")
+OLDER_COLUMNS = ("student", "notebook", "exercise", "evidence", "similarity", "source")  # a file from before "points"
 # How much a flag says, for "most suspicious first": what the code does, then what it resembles.
 WEIGHT = {"kernel": 3.0, "answer": 3.0, "collect": 3.0, "cell": 2.0, "course": 1.5, "classmates": 1.0}
 NOTE = "[plmcourse] "  # begins every line the grader writes into a gradebook comment
@@ -187,6 +190,27 @@ def write_gradebook(course: Path, assignment: str, students: list[str], flags: l
     return problems
 
 
+def exercise_points(course: Path, assignment: str, flags: list[Flag], specs: dict) -> dict:
+    """{(student, notebook, exercise): "0 of 2"}: what the judge gave each flagged exercise's test cell,
+    read back from the gradebook ("" where it has no such grade)."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    points = {}
+    with Gradebook(f"sqlite:///{Path(course).resolve() / 'gradebook.db'}") as gradebook:
+        for flag in flags:
+            spec = specs.get(flag.notebook) or {}
+            exercise = spec.get("exercises", {}).get(flag.exercise or next(iter(spec.get("exercises", {})), ""))
+            if not exercise or not exercise["test_id"]:
+                continue
+            try:
+                grade = gradebook.find_grade(exercise["test_id"], flag.notebook, assignment, flag.student)
+            except MissingEntry:
+                continue
+            if grade.auto_score is not None:
+                points[(flag.student, flag.notebook, flag.exercise)] = f"{grade.auto_score:g} of {grade.max_score:g}"
+    return points
+
+
 def comment_safe(text: str) -> str:
     """A gradebook comment line that renders as the text it is: the feedback page turns comments into
     HTML through Markdown, and a judge's sentence may quote a student's exception or code. Escaped is
@@ -224,16 +248,19 @@ def read_review(course: Path, assignment: str) -> list[dict]:
     if not path.is_file():
         return []
     with open(path, newline="", encoding="utf-8") as f:
-        return [row for row in csv.DictReader(f) if set(COLUMNS) <= set(row)]
+        return [{"points": "", **row} for row in csv.DictReader(f) if set(OLDER_COLUMNS) <= set(row)]
 
 
-def write_review(course: Path, assignment: str, students: list[str], flags: list[Flag]) -> Path:
+def write_review(course: Path, assignment: str, students: list[str], flags: list[Flag],
+                 points: dict | None = None) -> Path:
     """course/review/<assignment>.csv: these students' flags replace their earlier rows (and every
-    classmates row, which is recomputed over the class each time); most suspicious first."""
-    graded = set(students)
+    classmates row, which is recomputed over the class each time); most suspicious first.
+    points: {(student, notebook, exercise): "0 of 2"}, as exercise_points reads them."""
+    graded, points = set(students), points or {}
     rows = [row for row in read_review(course, assignment)
             if row["student"] not in graded and row["source"] != "classmates"]
-    rows += [{"student": f.student, "notebook": f.notebook, "exercise": f.exercise, "evidence": f.evidence,
+    rows += [{"student": f.student, "notebook": f.notebook, "exercise": f.exercise,
+              "points": points.get((f.student, f.notebook, f.exercise), ""), "evidence": f.evidence,
               "similarity": "" if f.similarity is None else f"{f.similarity:.2f}", "source": f.source}
              for f in flags]
     return write_rows(sort_rows(rows), review_folder(course) / f"{assignment}.csv")
@@ -269,7 +296,7 @@ def review_table(course: Path, assignment: str) -> list[str]:
     rows = read_review(course, assignment)
     if not rows:
         return [f"no flags for {assignment} (or it was not autograded with plmcourse grade)"]
-    head = ["student", "exercise", "similarity", "source", "evidence"]
+    head = ["student", "exercise", "points", "similarity", "source", "evidence"]
     # Each cell one inert line of its own (escaped, at most 40 characters but the evidence), "-" when empty:
     # the columns then line up, and a terminal prints the lines as they are (cli: not collapsed again).
     table = [{k: one_line(row[k], 40 if k != "evidence" else 600) or "-" for k in head} for row in rows]

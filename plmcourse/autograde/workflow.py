@@ -449,7 +449,8 @@ def _review(course: Path, assignment: str, students: list[str], kernel_flags: li
         flags = review.gather(course, assignment, students, kernel_flags, read)
         specs = {notebook: part["spec"] for notebook, part in read.items()}
         problems = review.write_gradebook(course, assignment, students, flags, failures, specs)
-        review.write_review(course, assignment, students, flags)
+        points = review.exercise_points(course, assignment, flags, specs)
+        review.write_review(course, assignment, students, flags, points)
     except Exception as error:  # a bug of ours, not a student's doing: the grades stand, say so
         return [f"the review flags could not be written ({type(error).__name__}: {' '.join(str(error).split())[:200]})"]
     return problems + [flag.line() for flag in flags]
