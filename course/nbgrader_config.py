@@ -60,9 +60,10 @@ if ipc_dir:
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
 from nbgrader.preprocessors import GetGrades  # noqa: E402
 
-from plmcourse.autograde.nbgrader_ext import SanitizeFeedback  # noqa: E402
+from plmcourse.autograde.nbgrader_ext import SanitizeFeedback, WrapFeedbackOutput  # noqa: E402
 
-c.GenerateFeedback.preprocessors = [GetGrades, SanitizeFeedback, CSSHTMLHeaderPreprocessor]
+# A check's sentence is one long line: WrapFeedbackOutput makes the page wrap it.
+c.GenerateFeedback.preprocessors = [GetGrades, SanitizeFeedback, CSSHTMLHeaderPreprocessor, WrapFeedbackOutput]
 
 # A second net under plmcourse.autograde.inert, which has already made every autograded notebook
 # inert: nbconvert's own sanitising of outputs (no JavaScript or widget outputs at all; nbgrader's

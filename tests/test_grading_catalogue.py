@@ -235,6 +235,7 @@ def test_feedback_hides_hidden_tests_and_tracebacks(graded):
     assert "check_causal_mask failed" in html           # the check's sentence is there...
     assert "hidden=True" not in html                      # ...the hidden test's code is not
     assert "most recent call last" not in html and "site-packages" not in html
+    assert "div.output_subarea pre { white-space: pre-wrap;" in html  # the sentence wraps: one long line
 
 
 def test_sandbox_kept_source_and_gradebook_out_of_reach(graded):

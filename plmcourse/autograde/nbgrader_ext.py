@@ -32,6 +32,20 @@ class SanitizeFeedback(NbGraderPreprocessor):
         return cell, resources
 
 
+class WrapFeedbackOutput(NbGraderPreprocessor):
+    """Feedback whose outputs wrap: a check's sentence is one long line, and the classic template shows
+    output in a <pre> that scrolls sideways, so a student read only its first words. Runs after
+    nbconvert's CSSHTMLHeaderPreprocessor, which sets the page's CSS, and adds one rule to it."""
+
+    CSS = ("/* plmcourse: long output lines wrap instead of scrolling */\n"
+           "div.output_subarea pre { white-space: pre-wrap; overflow-wrap: anywhere; }\n")
+
+    def preprocess(self, nb, resources):
+        inlining = resources.setdefault("inlining", {})
+        inlining["css"] = [*inlining.get("css", []), self.CSS]
+        return nb, resources
+
+
 class ExecuteSkippingDemos(Execute):
     """nbgrader's Execute, leaving out the demo cells nothing graded depends on (see autograde.demos).
 
