@@ -1,5 +1,6 @@
-"""What the grading tests share: scratch courses, `plmcourse grade` as an instructor runs it, the gradebook,
-and one graded class of 03_attention that the catalogue, attack and hostile-kernel tests all read.
+"""What the tests share: scratch courses, `plmcourse grade` as an instructor runs it, the gradebook, one
+graded class of 03_attention that the catalogue, attack and hostile-kernel tests all read, a real Jupyter
+server (`jupyter_server`), and what counts as a warning box under a notebook's cell (`unexpected_stderr`).
 
 A scratch course is a copy of course/'s configuration and the named assignments' sources, with
 `nbgrader generate_assignment` run once per assignment and test session (`prepared_course`); each test
@@ -12,16 +13,25 @@ others wait on a file lock and read the result). Each test reads its own student
 """
 
 import fcntl
+import hashlib
 import json
 import os
+import re
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
+import pytest
+
+from plmcourse.autograde import sandbox
+from plmcourse.release import solution_cells, solved_release
 
 ROOT = Path(__file__).resolve().parents[1]
 COURSE = ROOT / "course"
@@ -206,3 +216,178 @@ def judged(check_name, fn, hidden=True):
     wire.send(judge_end, {"verdict": {"passed": passed, "message": sentence}})
     thread.join(timeout=60)
     return passed, sentence, remote.flags, shown["kernel"]
+
+
+# ----------------------------------------------------------------------------
+# A real Jupyter server on localhost
+
+TOKEN = "plmcourse-test-token"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(url: str):
+    request = urllib.request.Request(url, headers={"Authorization": f"token {TOKEN}"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, ""
+
+
+@contextmanager
+def jupyter_server(cmd: list, env: dict, port: int):
+    log = open(Path(env.get("HOME", ROOT)) / f"jupyter-{port}.log", "w")
+    # A session of its own: `tasks.py lab` starts JupyterLab as a child, and stopping only
+    # tasks.py would leave that server running after the test.
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(120):
+            if proc.poll() is not None:
+                pytest.fail(f"jupyter exited with {proc.returncode}; see {log.name}")
+            try:
+                if get(f"{base}/api/status")[0] == 200:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.5)
+        else:
+            pytest.fail("jupyter did not answer within 60 s")
+        yield base
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)  # the whole group: tasks.py and the server it started
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+
+
+def server_args(port: int) -> list:
+    return ["--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1",
+            f"--IdentityProvider.token={TOKEN}", "--ServerApp.open_browser=False"] + (
+        ["--allow-root"] if os.geteuid() == 0 else [])
+
+
+def venv_env(**extra) -> dict:
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
+    env.update(extra)
+    return env
+
+
+# ----------------------------------------------------------------------------
+# What a student sees as a warning under a cell
+
+# Text on stderr is the pink warning box JupyterLab draws under a cell; a student reads it as
+# "something went wrong". Allowed only where the warning is the lesson: notebook folder ->
+# a piece of text each allowed stderr output contains. None is a lesson today.
+ALLOWED_STDERR: dict[str, list[str]] = {}
+
+# A progress bar is not a warning. In JupyterLab tqdm.auto draws widgets; where it falls back
+# to text it redraws one line on stderr with carriage returns: "\rCBOW:  40%|####  | 2/5 [00:01<...".
+# Output made only of such lines is allowed; anything else on stderr is not.
+PROGRESS_LINE = re.compile(r"\d+%\|.*\| *\d+/\d+ \[")
+
+
+def is_progress_bar(text: str) -> bool:
+    lines = [line for line in re.split(r"[\r\n]", text) if line.strip()]
+    return bool(lines) and all(PROGRESS_LINE.search(line) for line in lines)
+
+
+def unexpected_stderr(nb, notebook: str) -> list[str]:
+    """The stderr texts of an executed notebook that are neither progress bars nor allowed lessons."""
+    allowed = ALLOWED_STDERR.get(notebook, [])
+    texts = [o.text for c in nb.cells if c.cell_type == "code" for o in c.outputs
+             if o.output_type == "stream" and o.name == "stderr"]
+    return [t for t in texts if not is_progress_bar(t) and not any(a in t for a in allowed)]
+
+
+# ----------------------------------------------------------------------------
+# The class's assignment (03_attention): its points, its solved notebook and ways to change it
+
+# The class's tests' marks: real nbgrader runs, skipped where the sandbox cannot run (no bubblewrap).
+CLASS_MARKS = [pytest.mark.nbgrader, pytest.mark.skipif(sandbox.available() is not None, reason=str(sandbox.available()))]
+
+ASSIGNMENT = "03_attention"
+POINTS = {"softmax": 2, "scaled_dot_product_attention": 3, "causal_mask": 1, "multi_head_attention": 4}
+FULL = sum(POINTS.values())
+BROKEN_SOFTMAX = FULL - 2 - 3
+
+
+def answers():
+    return solution_cells(COURSE, ASSIGNMENT)
+
+
+def solved(**replace):
+    """The release notebook with every answer filled in; `replace` swaps in other answer cells."""
+    return solved_release(COURSE, ASSIGNMENT, **replace)
+
+
+def with_cell(nb, source, after="softmax"):
+    """Insert an ordinary code cell right after the answer cell `after`."""
+    index = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == after)
+    nb.cells.insert(index + 1, nbformat.v4.new_code_cell(source))
+    return nb
+
+
+def strip_all(nb):
+    """The notebook as a tool that drops unknown metadata would leave it: no nbgrader metadata at all."""
+    for cell in nb.cells:
+        cell.metadata.pop("nbgrader", None)
+    return nb
+
+
+def scores(course):
+    """student -> {exercise: score}, straight from the gradebook's SQLite file."""
+    from nbgrader.api import Gradebook
+
+    result = {}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        for student in gradebook.students:
+            try:
+                result[student.id] = {name: gradebook.find_grade(f"test_{name}", ASSIGNMENT, ASSIGNMENT,
+                                                                  student.id).score for name in POINTS}
+            except Exception:  # a student with no graded submission
+                continue
+    return result
+
+
+# ----------------------------------------------------------------------------
+# Which of an exercise's arguments a check's cases never vary
+
+
+def value_key(value):
+    """Equal arguments give equal keys: arrays and tensors by dtype, shape and bytes."""
+    import numpy as np
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu().numpy()
+    if isinstance(value, np.ndarray):
+        return ("array", value.dtype.str, value.shape, hashlib.sha1(np.ascontiguousarray(value).tobytes()).digest())
+    if isinstance(value, np.random.Generator):
+        return ("generator", repr(value.bit_generator.state))
+    try:
+        hash(value)
+        return ("value", type(value).__name__, value)
+    except TypeError:
+        return ("repr", type(value).__name__, repr(value))
+
+
+def fixed_arguments(signature, cases, signature_args=None):
+    """The parameters of `signature` that keep one value (an omitted one counts as its default) in all `cases`;
+    a driven check's cases by what stands for the exercise's arguments (Check.signature_args)."""
+    seen = {name: set() for name in signature.parameters}
+    for case in cases:
+        args, kwargs = signature_args(case) if signature_args else (case.args, case.kwargs)
+        bound = signature.bind(*args, **kwargs)  # a case that does not fit the signature fails here
+        bound.apply_defaults()
+        for name, value in bound.arguments.items():
+            seen[name].add(value_key(value))
+    return [name for name, values in seen.items() if len(values) < 2]

@@ -29,7 +29,7 @@ import nbformat
 import pytest
 
 from conftest import COURSE
-from test_jupyter import TOKEN, free_port, jupyter_server, server_args, venv_env
+from support import TOKEN, free_port, jupyter_server, server_args, venv_env
 
 CHROMIUM = next(filter(None, map(shutil.which, ["chromium", "chromium-browser", "google-chrome"])), None)
 CHROMEDRIVER = shutil.which("chromedriver")

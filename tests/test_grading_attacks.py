@@ -27,17 +27,21 @@ import nbformat
 import pytest
 
 from plmcourse import ref
-from support import GRADER_SECRET, gradebook_scores, graded_class
-from test_grading_catalogue import (  # noqa: F401  (pytestmark: the catalogue's markers and skip)
+from support import (
     ASSIGNMENT,
     BROKEN_SOFTMAX,
+    CLASS_MARKS,
     FULL,
+    GRADER_SECRET,
     POINTS,
     answers,
-    pytestmark,
+    gradebook_scores,
+    graded_class,
     solved,
     with_cell,
 )
+
+pytestmark = CLASS_MARKS
 
 SECRET = GRADER_SECRET  # in the grading commands' environment only
 NOT_IMPLEMENTED = "def causal_mask(n):\n    raise NotImplementedError()\n"

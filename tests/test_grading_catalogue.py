@@ -20,40 +20,13 @@ import nbformat
 import pytest
 
 from conftest import COURSE
-from plmcourse.autograde import review, sandbox
-from support import graded_class, plmcourse_grade
-from plmcourse.release import solution_cells, solved_release
+from plmcourse.autograde import review
+from support import (
+    ASSIGNMENT, BROKEN_SOFTMAX, CLASS_MARKS, FULL, answers, graded_class, plmcourse_grade, scores, solved,
+    strip_all, with_cell,
+)
 
-pytestmark = [pytest.mark.nbgrader,
-              pytest.mark.skipif(sandbox.available() is not None, reason=str(sandbox.available()))]
-
-ASSIGNMENT = "03_attention"
-POINTS = {"softmax": 2, "scaled_dot_product_attention": 3, "causal_mask": 1, "multi_head_attention": 4}
-FULL = sum(POINTS.values())
-BROKEN_SOFTMAX = FULL - 2 - 3
-
-
-def answers():
-    return solution_cells(COURSE, ASSIGNMENT)
-
-
-def solved(**replace):
-    """The release notebook with every answer filled in; `replace` swaps in other answer cells."""
-    return solved_release(COURSE, ASSIGNMENT, **replace)
-
-
-def with_cell(nb, source, after="softmax"):
-    """Insert an ordinary code cell right after the answer cell `after`."""
-    index = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == after)
-    nb.cells.insert(index + 1, nbformat.v4.new_code_cell(source))
-    return nb
-
-
-def strip_all(nb):
-    """The notebook as a tool that drops unknown metadata would leave it: no nbgrader metadata at all."""
-    for cell in nb.cells:
-        cell.metadata.pop("nbgrader", None)
-    return nb
+pytestmark = CLASS_MARKS
 
 
 def demo_fills_cache(nb):
@@ -171,21 +144,6 @@ def into_class(folder):
     welcome = COURSE / "source" / "00_welcome" / "00_welcome.ipynb"
     shutil.copy(welcome, folder / f"other-assignment_{ASSIGNMENT}.ipynb")
     return list(CATALOGUE)
-
-
-def scores(course):
-    """student -> {exercise: score}, straight from the gradebook's SQLite file."""
-    from nbgrader.api import Gradebook
-
-    result = {}
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-        for student in gradebook.students:
-            try:
-                result[student.id] = {name: gradebook.find_grade(f"test_{name}", ASSIGNMENT, ASSIGNMENT,
-                                                                  student.id).score for name in POINTS}
-            except Exception:  # a student with no graded submission
-                continue
-    return result
 
 
 @pytest.fixture(scope="module")

@@ -8,18 +8,17 @@ case that exercises it."""
 import plmcourse  # noqa: F401  (first: sets OMP_WAIT_POLICY before numpy/torch load)
 
 import ast
-import hashlib
 import inspect
 import json
 import re
 
-import numpy as np
 import pytest
 import torch
 
 import plmcourse.judging as judging
 from plmcourse.grading.core import Case
 from conftest import source_notebooks
+from support import fixed_arguments
 
 
 def exercise_signatures():
@@ -47,36 +46,8 @@ def exercise_signatures():
 SIGNATURES = exercise_signatures()
 
 
-def value_key(value):
-    """Equal arguments give equal keys: arrays and tensors by dtype, shape and bytes."""
-    if isinstance(value, torch.Tensor):
-        value = value.detach().cpu().numpy()
-    if isinstance(value, np.ndarray):
-        return ("array", value.dtype.str, value.shape, hashlib.sha1(np.ascontiguousarray(value).tobytes()).digest())
-    if isinstance(value, np.random.Generator):
-        return ("generator", repr(value.bit_generator.state))
-    try:
-        hash(value)
-        return ("value", type(value).__name__, value)
-    except TypeError:
-        return ("repr", type(value).__name__, repr(value))
-
-
 def test_every_check_grades_a_function_of_a_notebook():
     assert {name.removeprefix("check_") for name in judging.CHECKS} <= set(SIGNATURES)
-
-
-def fixed_arguments(signature, cases, signature_args=None):
-    """The parameters of `signature` that keep one value (an omitted one counts as its default) in all `cases`;
-    a driven check's cases by what stands for the exercise's arguments (Check.signature_args)."""
-    seen = {name: set() for name in signature.parameters}
-    for case in cases:
-        args, kwargs = signature_args(case) if signature_args else (case.args, case.kwargs)
-        bound = signature.bind(*args, **kwargs)  # a case that does not fit the signature fails here
-        bound.apply_defaults()
-        for name, value in bound.arguments.items():
-            seen[name].add(value_key(value))
-    return [name for name, values in seen.items() if len(values) < 2]
 
 
 @pytest.mark.parametrize("hidden", [False, True], ids=["visible", "with hidden"])

@@ -14,10 +14,9 @@ import nbformat
 import pytest
 
 from conftest import COURSE
-from test_notebooks import unexpected_stderr
 from plmcourse.autograde import sandbox
 from plmcourse.release import nbgrader_env, solved_release
-from support import scratch_course
+from support import scratch_course, unexpected_stderr
 
 ASSIGNMENTS = sorted(p.name for p in (COURSE / "source").iterdir()
                      if sandbox.graded_functions(sorted(p.glob("*.ipynb"))))

@@ -26,8 +26,9 @@ import nbformat
 import pytest
 
 from conftest import ROOT
-from support import graded_class
-from test_grading_catalogue import pytestmark  # noqa: F401  (the nbgrader marker, skipped without bubblewrap)
+from support import CLASS_MARKS, graded_class
+
+pytestmark = CLASS_MARKS
 
 _spec = importlib.util.spec_from_file_location("bench_attacks", ROOT / "bench" / "attacks.py")
 attacks = importlib.util.module_from_spec(_spec)

@@ -511,7 +511,7 @@ STUDENTS = ("planter", "honest")
 
 def submissions():
     """student -> the 03_attention notebook they hand in: solved, with active content or honest extras."""
-    from test_grading_catalogue import solved
+    from support import solved
 
     planter = solved()
     planter.cells += [nbformat.v4.new_markdown_cell(PLANTED_MARKDOWN), nbformat.v4.new_code_cell(PLANTED_OUTPUTS),
@@ -531,7 +531,7 @@ def submissions():
 def graded(tmp_path_factory):
     """A scratch course with 03_attention released, both submissions graded by `plmcourse grade all`."""
     from support import plmcourse_grade, scratch_course
-    from test_grading_catalogue import ASSIGNMENT
+    from support import ASSIGNMENT
 
     course = scratch_course(tmp_path_factory, tmp_path_factory.mktemp("inert"), ASSIGNMENT)
     export = course / "downloads"
@@ -571,7 +571,7 @@ def browser(tmp_path_factory):
 def formgrader(graded, tmp_path_factory):
     """A real Jupyter server on the graded course, started in course/ as an instructor starts it
     (`tasks.py lab --instructor`), so that nbgrader's formgrader reads course/nbgrader_config.py."""
-    from test_jupyter import jupyter_server, free_port, server_args, venv_env
+    from support import free_port, jupyter_server, server_args, venv_env
 
     course, _ = graded
     home = tmp_path_factory.mktemp("home")
@@ -648,7 +648,7 @@ def assert_honest_content(driver, where: str):
 @GRADED[0]
 @GRADED[1]
 def test_both_keep_full_marks_and_only_the_planter_is_reported(graded, student):
-    from test_grading_catalogue import FULL, scores
+    from support import FULL, scores
 
     course, report = graded
     assert sum(scores(course)[student].values()) == FULL
@@ -680,7 +680,7 @@ def test_feedback_pages_run_nothing_planted(graded, browser):
 def test_formgrader_runs_nothing_planted(graded, formgrader, browser):
     from nbgrader.api import Gradebook
 
-    from test_jupyter import TOKEN
+    from support import TOKEN
 
     course, _ = graded
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:

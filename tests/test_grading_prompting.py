@@ -25,8 +25,7 @@ from plmcourse import nn as pnn
 from plmcourse import ref
 from plmcourse.judging import check_pet_soft_labels, check_select_pseudo_labels, check_verbalizer_log_probs, core
 from plmcourse.judging import prompting as checks
-from test_grading_clauses import fixed_arguments
-from support import judged
+from support import fixed_arguments, judged
 
 NAMES = ["check_verbalizer_log_probs", "check_pet_soft_labels", "check_select_pseudo_labels"]
 NOTEBOOK = {"check_verbalizer_log_probs": verb_notebook, "check_pet_soft_labels": pet_notebook,

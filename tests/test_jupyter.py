@@ -4,82 +4,18 @@ Both start a real Jupyter server on localhost and talk to it over HTTP.
 """
 
 import json
-import os
 import re
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
-from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 
 from conftest import ROOT, release_notebooks
+from support import free_port, get, jupyter_server, server_args, venv_env
 
-TOKEN = "plmcourse-test-token"
 # "menu": nbgrader's menu-bar entry, empty without the others.
 NBGRADER_STUDENT_HIDDEN = ["formgrader", "assignment-list", "course-list", "create-assignment", "menu"]
 NEWS_PLUGIN = "@jupyterlab/apputils-extension:announcements"  # asks on first start whether to fetch news
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def get(url: str):
-    request = urllib.request.Request(url, headers={"Authorization": f"token {TOKEN}"})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as err:
-        return err.code, ""
-
-
-@contextmanager
-def jupyter_server(cmd: list, env: dict, port: int):
-    log = open(Path(env.get("HOME", ROOT)) / f"jupyter-{port}.log", "w")
-    # A session of its own: `tasks.py lab` starts JupyterLab as a child, and stopping only
-    # tasks.py would leave that server running after the test.
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(120):
-            if proc.poll() is not None:
-                pytest.fail(f"jupyter exited with {proc.returncode}; see {log.name}")
-            try:
-                if get(f"{base}/api/status")[0] == 200:
-                    break
-            except OSError:
-                pass
-            time.sleep(0.5)
-        else:
-            pytest.fail("jupyter did not answer within 60 s")
-        yield base
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)  # the whole group: tasks.py and the server it started
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
-
-
-def server_args(port: int) -> list:
-    return ["--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1",
-            f"--IdentityProvider.token={TOKEN}", "--ServerApp.open_browser=False"] + (
-        ["--allow-root"] if os.geteuid() == 0 else [])
-
-
-def venv_env(**extra) -> dict:
-    env = dict(os.environ)
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
-    env.update(extra)
-    return env
 
 
 def page_config(html: str) -> dict:

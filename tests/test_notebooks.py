@@ -8,7 +8,6 @@ machine fails: `python -m bench notebooks` measures it, in bench/RESULTS.md.
 """
 
 import json
-import re
 import time
 
 import nbformat
@@ -16,6 +15,7 @@ import pytest
 from nbclient import NotebookClient
 
 from conftest import source_notebooks
+from support import unexpected_stderr
 from plmcourse.kernels import private_kernel_config
 
 # A generous ceiling for one cell, so a notebook that hangs fails instead of stalling the suite.
@@ -30,30 +30,6 @@ PEAK_MEMORY_CELL = (
 )
 
 NOTEBOOKS = source_notebooks()
-
-# Text on stderr is the pink warning box JupyterLab draws under a cell; a student reads it as
-# "something went wrong". Allowed only where the warning is the lesson: notebook folder ->
-# a piece of text each allowed stderr output contains. None is a lesson today.
-ALLOWED_STDERR: dict[str, list[str]] = {}
-
-# A progress bar is not a warning. In JupyterLab tqdm.auto draws widgets; where it falls back
-# to text it redraws one line on stderr with carriage returns: "\rCBOW:  40%|####  | 2/5 [00:01<...".
-# Output made only of such lines is allowed; anything else on stderr is not.
-PROGRESS_LINE = re.compile(r"\d+%\|.*\| *\d+/\d+ \[")
-
-
-def is_progress_bar(text: str) -> bool:
-    lines = [line for line in re.split(r"[\r\n]", text) if line.strip()]
-    return bool(lines) and all(PROGRESS_LINE.search(line) for line in lines)
-
-
-def unexpected_stderr(nb, notebook: str) -> list[str]:
-    """The stderr texts of an executed notebook that are neither progress bars nor allowed lessons."""
-    allowed = ALLOWED_STDERR.get(notebook, [])
-    texts = [o.text for c in nb.cells if c.cell_type == "code" for o in c.outputs
-             if o.output_type == "stream" and o.name == "stderr"]
-    return [t for t in texts if not is_progress_bar(t) and not any(a in t for a in allowed)]
-
 
 def run_notebook(path):
     """Execute a notebook in its own folder; returns (executed notebook, seconds, peak RSS bytes)."""
