@@ -23,7 +23,7 @@ from conftest import COURSE
 from plmcourse.autograde import review
 from support import (
     ASSIGNMENT, BROKEN_SOFTMAX, CLASS_MARKS, FULL, answers, graded_class, plmcourse_grade, scores, solved,
-    strip_all, with_cell,
+    strip_all, unexpected_stderr, with_cell,
 )
 
 pytestmark = CLASS_MARKS
@@ -185,6 +185,17 @@ def test_exported_csv_matches_the_gradebook(graded):
     for student, expected in ((s, e) for s, (_, e, _) in CATALOGUE.items()):
         assert float(rows[student]["score"]) == expected
         assert float(rows[student]["max_score"]) == FULL
+
+
+def test_the_solved_notebook_shows_no_error_and_no_warning_box_where_grading_ran(graded):
+    """03_attention's part of tests/test_grading_every_assignment.py: "correct" is the instructor's solved
+    notebook handed in as a student would (full marks: test_each_submission_gets_the_score_it_deserves)."""
+    course, _, _ = graded
+    executed = nbformat.read(course / "autograded" / "correct" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+    errors = [f"{o.ename}: {o.evalue}" for c in executed.cells if c.cell_type == "code" for o in c.outputs
+              if o.output_type == "error"]
+    assert not errors, f"{ASSIGNMENT} raised in its own cells: {errors}"
+    assert not unexpected_stderr(executed, ASSIGNMENT)
 
 
 def test_feedback_hides_hidden_tests_and_tracebacks(graded):
