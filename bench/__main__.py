@@ -9,8 +9,8 @@ import time
 
 from bench import (attention, checkpoints, claims, distill_layers, efficiency, gpt, grading, icl, instruct,
                    minilm, multimodal, nanogpt, notebooks, peft, peft_prompts, peft_unified, prompting,
-                   prompting_methods, report, sentence_families, simcse, suite, threads, transfer, word2vec,
-                   wordpiece)
+                   prompting_methods, report, sentence_families, similarity, simcse, suite, threads, transfer,
+                   word2vec, wordpiece)
 
 BENCHMARKS = {
     "attention": attention.main,
@@ -38,6 +38,7 @@ BENCHMARKS = {
     "transfer": transfer.main,
     "claims": claims.main,
     "suite": suite.main,
+    "similarity": similarity.main,
 }
 
 
