@@ -331,7 +331,7 @@ def install(writable=None) -> Policy:
 
 
 def answer_every_cell(shell) -> None:
-    """Make a cell that IPython cannot even look at an error in that cell, not a silent kernel.
+    """A cell that IPython cannot even compile becomes an error under that cell, not a silent kernel.
 
     Before it runs a cell, ipykernel asks IPython whether the cell needs an event loop, and IPython
     compiles it outside any `try`: a cell of 3,000 chained additions raises RecursionError there,
