@@ -1,6 +1,6 @@
 """Review's similarity, measured (`python -m bench similarity`): does it find rewritten copies, and does it
 leave independently written answers apart? Both for the fingerprints review uses (the tokens) and for those of
-the canonical form (evidence.canonical), which is not in use: see evidence.fingerprints for why.
+the canonical form (bench/canonical.py), which review does not use: see there for why.
 
 Two sets, written before the canonical form:
 
@@ -25,8 +25,8 @@ import copy
 import inspect
 import sys
 from itertools import combinations
-from pathlib import Path
 
+from bench.canonical import canonical
 from bench.common import HERE, write_result
 from plmcourse.autograde.evidence import CLASSMATES_SIMILAR, MIN_FINGERPRINTS, fingerprints
 from plmcourse.release import solution_cells
@@ -192,6 +192,10 @@ def rewritten(source: str, steps) -> str | None:
 # The two measures
 
 
+def prints(source: str, canonical_form: bool) -> set:
+    return fingerprints(canonical(source) if canonical_form else source)
+
+
 def share(a: set, b: set) -> float | None:
     """Review's classmates measure (evidence.classmates); None when either is too short to compare."""
     if len(a) < MIN_FINGERPRINTS or len(b) < MIN_FINGERPRINTS:
@@ -219,7 +223,7 @@ def recall_rows(answers: dict, canonical_form: bool) -> list[dict]:
             if copy_source is None:
                 continue
             applied += 1
-            similarity = share(fingerprints(source, canonical_form), fingerprints(copy_source, canonical_form))
+            similarity = share(prints(source, canonical_form), prints(copy_source, canonical_form))
             if similarity is None:
                 continue
             compared += 1
@@ -253,10 +257,10 @@ def catalogue_answers() -> dict:
 def false_pair_row(by_check: dict, canonical_form: bool) -> dict:
     pairs, compared, flagged, highest = 0, 0, [], 0.0
     for check, sources in by_check.items():
-        prints = [fingerprints(s, canonical_form) for s in sources]
-        for i, j in combinations(range(len(prints)), 2):
+        found = [prints(s, canonical_form) for s in sources]
+        for i, j in combinations(range(len(found)), 2):
             pairs += 1
-            similarity = share(prints[i], prints[j])
+            similarity = share(found[i], found[j])
             if similarity is None:
                 continue
             compared += 1
@@ -286,7 +290,7 @@ def main():
     notes = (f"Recall: the {len(course_answers())} answers of course/source, each rewritten as a copier would; "
              f"found = review's classmates rule (share of the smaller answer's fingerprints >= {CLASSMATES_SIMILAR}, "
              f"both >= {MIN_FINGERPRINTS} fingerprints) flags the copy against its original. Tokens: the "
-             "fingerprints review uses; canonical form: those of evidence.canonical, not in use (an honest scaled "
+             "fingerprints review uses; canonical form: those of bench/canonical.py, not in use (an honest scaled "
              "dot-product attention written apart from the course's reaches 0.91 of its solution's fingerprints in "
              "canonical form, 0.68 as tokens: the course rule would flag it). False pairs (the "
              "mistake catalogues' right answers, each pair of one exercise's): tokens "

@@ -547,13 +547,11 @@ def search_worker(package_parent: str, names: list, seconds: float, fd: int) -> 
     import torch
 
     import plmcourse.judging as judging
-    from plmcourse.grading.policy import PRELOAD
+    from plmcourse.grading.policy import preload
 
     # What a grading kernel starts with, started once here rather than in every fork: a plotting
     # function tried on a check's cases would import pyplot again in each (2-3 s a candidate).
-    for module in PRELOAD:
-        with contextlib.suppress(Exception):
-            importlib.import_module(module)
+    preload()
 
     package = Path(package_parent, "plmcourse")
     if Path(plmcourse.__file__).resolve().parent != package.resolve():

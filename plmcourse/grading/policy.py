@@ -307,9 +307,9 @@ def install_seccomp() -> str:
     return ""
 
 
-def install(writable=None) -> Policy:
-    """Start up what the notebooks need, take the writable folders off sys.path, apply the seccomp filter
-    and install the hook; from here on neither can be removed."""
+def preload() -> None:
+    """Start up what the notebooks need (PRELOAD), before anything is refused: torch uses ctypes at import
+    and matplotlib's font cache runs a process. The behavioural search starts the same, once for its forks."""
     import importlib
 
     for name in PRELOAD:
@@ -317,6 +317,12 @@ def install(writable=None) -> Policy:
             importlib.import_module(name)
         except Exception:  # not installed here: nothing of it to start up
             pass
+
+
+def install(writable=None) -> Policy:
+    """Start up what the notebooks need, take the writable folders off sys.path, apply the seccomp filter
+    and install the hook; from here on neither can be removed."""
+    preload()
     import site
 
     if writable is None:  # only the sandbox makes the rest read-only; outside it (--no-sandbox) nothing is
