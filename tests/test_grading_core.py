@@ -130,6 +130,49 @@ def test_judge_and_kernel_agree(answer, passes, capsys):
     assert flags == []
 
 
+# ----------------------------------------------------------------------------
+# Naming a cause: the known mistake that explains every failing case, not the first that fits one
+
+
+TOY_MISTAKES = [("doubled: return x", lambda x: 2 * x), ("squared: return x", lambda x: x ** 2)]
+
+
+def _toy_run(answer):
+    """run_check on the identity, with three cases: on the first, doubling and squaring give the same numbers."""
+    cases = [core.Case(f"x = {x}", (np.array(x),)) for x in ([2.0, 0.0], [3.0, 1.0], [4.0, -1.0])]
+
+    def judge(case, got, expected):
+        x = case.args[0]
+        problem = core.compare(got, expected, **core.F64)
+        return core.name_mistake(problem, (got,), [(d, lambda f=f: (f(x),)) for d, f in TOY_MISTAKES], core.F64)
+
+    with pytest.raises(core.CheckFailed) as failed:
+        core.run_check("check_toy", answer, cases, arg_names=("x",), reference=lambda case: case.args[0],
+                       judge=judge)
+    return str(failed.value)
+
+
+def test_the_cause_named_is_the_one_that_explains_every_failing_case():
+    # Case 1 alone fits both mistakes; the first listed is doubling, but cases 2 and 3 show squaring.
+    assert _toy_run(lambda x: x ** 2).endswith("(x = [2.0, 0.0]): the output differs from the expected by up to "
+                                               "2 (at [0]: expected 2, got 4); it matches squared: return x.")
+
+
+def test_a_cause_that_leaves_a_failing_case_unexplained_says_so():
+    def squares_then_negates(x):
+        return -x if x[0] == 4.0 else x ** 2  # a second mistake, shown by case 3 alone
+    message = _toy_run(squares_then_negates)
+    assert message.endswith("it matches squared: return x, and case 3 fails in another way as well.")
+
+
+def test_a_later_crash_neither_confirms_nor_refutes_a_cause():
+    def doubles_then_crashes(x):
+        if x[0] == 2.0:
+            return 2 * x
+        raise ValueError("later cases crash")
+    assert _toy_run(doubles_then_crashes).endswith("it matches doubled: return x.")
+
+
 def test_gradients_are_taken_in_the_kernel_for_the_upstream_the_judge_chose():
     detached = lambda layers, weights, gamma: mix(layers, weights, gamma).detach()  # noqa: E731
     passed, sentence, _, _ = judged("check_scalar_mix", detached)

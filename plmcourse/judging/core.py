@@ -18,6 +18,7 @@ runs a check as feedback (no judge connected) imports it from the package like a
 """
 
 import builtins
+import contextvars
 import re
 from dataclasses import dataclass
 
@@ -278,35 +279,107 @@ def run_check(name, fn, cases, *, arg_names, reference, judge, seal=(), explain_
         which is all the kernel is told: a notebook cannot learn the hidden cases by failing them.
     """
     sealed = seal_table(seal)
+    first = None  # the first failure: (number, case, problem, reply); later failures only test its causes
+    causes, fit = [], []  # the known mistakes that explain the first failure; the failing cases each explains
+    failing = []  # the first failing case, and the later ones judged against the list of known mistakes
     for number, case in enumerate(cases, 1):
         expected = reference(case)
         before = [_copy(value) for _, value in _array_inputs(case)]
-        reply = fn.answer(case) if isinstance(fn, Remote) else call_student(fn, case)
+        if first is None:
+            reply = fn.answer(case) if isinstance(fn, Remote) else call_student(fn, case)
+        else:  # only to name the first failure's cause: a kernel that stops now changes nothing
+            try:
+                reply = fn.answer(case) if isinstance(fn, Remote) else call_student(fn, case)
+            except (wire.WireError, ConnectionError, OSError):
+                break
         case.reply = reply
         if isinstance(fn, Remote):
             fn.note_library(name, case, library_calls(reply.calls, flag_library))
             fn.note_unwatched(name, case, unwatched(reply.calls))
         problem = (_delegation(reply.calls, sealed, seal) or _crash(reply.error, explain_error)
                    or _mutation(case, before, reply, arg_names) or _returned_none(reply.value))
+        seen = _Seen()
         if problem is None:
+            token = _MATCHES_SEEN.set(seen)
             try:
                 problem = judge(case, reply.value, expected)
             except Exception as exc:  # an answer too odd for the judge to read
                 problem = f"the check could not read what your function returned, {describe(reply.value)}"
                 reply.error = exc
-        if problem is not None:
-            where = f"{name} failed on case {number} of {len(cases)} ({case.label})"
-            failed = CheckFailed(_one_sentence(f"{where}: {problem}"))
-            if public_cases is not None and number > public_cases:
-                failed.for_kernel = _one_sentence(
-                    f"{name} failed on hidden case {number} of {len(cases)}: {_without_values(problem)} (a hidden "
-                    f"case's values are not shown while grading)")
-            raise failed from reply.error
+            finally:
+                _MATCHES_SEEN.reset(token)
+        if problem is None:
+            continue
+        keys = {_cause_key(c) for c in _causes(problem, seen)}
+        if first is None:
+            first, causes = (number, case, problem, reply), _causes(problem, seen)
+            fit, failing = [[number] for _ in causes], [number]
+            if not causes:
+                break
+        elif seen.consulted:  # a later failure held against the whole list of known mistakes
+            failing.append(number)
+            for cases_fit, cause in zip(fit, causes):
+                if _cause_key(cause) in keys:
+                    cases_fit.append(number)
+    if first is not None:
+        number, case, problem, reply = first
+        problem = _named_by_most_failures(problem, causes, fit, failing)
+        where = f"{name} failed on case {number} of {len(cases)} ({case.label})"
+        failed = CheckFailed(_one_sentence(f"{where}: {problem}"))
+        if public_cases is not None and number > public_cases:
+            failed.for_kernel = _one_sentence(
+                f"{name} failed on hidden case {number} of {len(cases)}: {_without_values(problem)} (a hidden "
+                f"case's values are not shown while grading)")
+        raise failed from reply.error
     passed = f"{name}: {len(cases)} cases passed."
     if isinstance(fn, Remote):
         fn.passed = passed  # the judge sends it to the kernel, which prints it
     else:
         print(passed)
+
+
+# A message names a known mistake as the cause when that mistake reproduces every failing case the
+# check saw. After a failure that a known mistake explains, the check runs the remaining cases too, and
+# counts which failing cases each candidate explains: first_match() records here every mistake that fits
+# the case being judged, not only the first in its list, so that two mistakes which give the same number
+# on one case are told apart by the next. A cause that explains some failing cases but not all is still
+# named, with the first case it leaves unexplained: the answer has a second mistake, or the cause was a
+# coincidence of one number, and the student is told to look further.
+_MATCHES_SEEN = contextvars.ContextVar("plmcourse_matches_seen", default=None)
+_MATCHED = "it matches "
+
+
+class _Seen(list):
+    """The known mistakes first_match() found to fit one case; `consulted`: whether it was asked at all (a
+    later failing case that the judge explained some other way, or a crash, neither counts for nor against
+    a cause)."""
+    consulted = False
+
+
+def _causes(problem, seen):
+    """The known mistakes that explain one failure: those first_match saw fit, and the one the message names."""
+    named = problem[problem.rindex(_MATCHED) + len(_MATCHED):] if _MATCHED in problem else None
+    found = ([named] if named else []) + [s for s in seen if s != named]
+    return found if named else []  # a message that names nothing: no known mistake explains it
+
+
+def _cause_key(cause):
+    """A cause, told apart from others by what it names (before its remedy), whatever numbers it quotes."""
+    return _without_values(cause.split(":")[0].split(" (")[0]).strip()
+
+
+def _named_by_most_failures(problem, causes, fit, failing):
+    """`problem`, naming the cause that explains the most failing cases (the first listed among equals), and
+    the first failing case it leaves unexplained, if any.
+
+    causes: the known mistakes that explain the first failing case; fit[i]: the failing cases that
+    causes[i] explains; failing: the failing cases judged against the known mistakes."""
+    if not causes:
+        return problem
+    best = max(range(len(causes)), key=lambda i: (len(fit[i]), -i))
+    named = f"{problem[:problem.rindex(_MATCHED)]}{_MATCHED}{causes[best]}"
+    other = next((n for n in failing if n not in fit[best]), None)
+    return named if other is None else f"{named.rstrip('.')}, and case {other} fails in another way as well"
 
 
 _VALUE = re.compile(r"(?<![\w.])[-+]?(?:\d[\d_]*\.?\d*(?:e[-+]?\d+)?|\.\d+(?:e[-+]?\d+)?|inf|nan|true|false)(?![\w])",
@@ -731,6 +804,10 @@ def first_match(got_parts, mistakes, atol, rtol):
     shaped like got_parts, or None where the mistake cannot show in this case.
     They are computed lazily, in order: put the more specific ones first.
     """
+    seen = _MATCHES_SEEN.get()  # run_check's list: record every mistake that fits, return the first
+    if seen is not None:
+        seen.consulted = True
+    found = None
     for description, compute in mistakes:
         with np.errstate(all="ignore"):
             try:
@@ -740,8 +817,11 @@ def first_match(got_parts, mistakes, atol, rtol):
         if parts is None:
             continue
         if all(_close_but_nan(g, p, atol, rtol) for g, p in zip(got_parts, parts)):
-            return description
-    return None
+            if seen is None:
+                return description
+            seen.append(description)
+            found = found or description
+    return found
 
 
 def matches(problem, mistake):

@@ -580,7 +580,7 @@ def _prefix_cases(hidden):
 
 
 def _with_prefix(d, *, after=False, prefix_mask="all", swap=False, batch=None, empty_rows_zero=False,
-                 values_from_keys=False):
+                 values_from_keys=False, mask_in_front=False):
     """attention_with_prefix with the switches that reproduce known mistakes."""
     q, k, v = (d[n].astype(np.float64) for n in ("q", "k", "v"))
     prefix_k, prefix_v = (d[n].astype(np.float64) for n in ("prefix_k", "prefix_v"))
@@ -602,7 +602,9 @@ def _with_prefix(d, *, after=False, prefix_mask="all", swap=False, batch=None, e
     own = np.ones((B, H, L_q, L_k), dtype=bool) if mask is None else np.broadcast_to(mask, (B, H, L_q, L_k))
     seen = {"all": np.ones((B, H, L_q, P), dtype=bool), "none": np.zeros((B, H, L_q, P), dtype=bool),
             "first key": np.repeat(own[..., :1], P, axis=-1), "not first key": np.repeat(~own[..., :1], P, axis=-1)}
-    output, weights = ref.scaled_dot_product_attention(q, k, v, put(seen[prefix_mask], own, -1))
+    # mask_in_front: the keys put after (`after`) while the mask still gets its prefix columns in front
+    full = np.concatenate([seen[prefix_mask], own], axis=-1) if mask_in_front else put(seen[prefix_mask], own, -1)
+    output, weights = ref.scaled_dot_product_attention(q, k, v, full)
     if empty_rows_zero:
         empty = ~own.any(axis=-1, keepdims=True)
         output, weights = np.where(empty, 0.0, output), np.where(empty, 0.0, weights)
@@ -618,6 +620,10 @@ def _prefix_mistakes(d):
     B, H = d["q"].shape[:2]
     yield ("the prefix put after the keys: the prefix goes in front of the keys and values, and its columns "
            "come first in the weights", lambda: _with_prefix(d, after=True))
+    # Without a mask, the same as the line above; the cases with one tell them apart (run_check).
+    yield ("the prefix keys put after the sentence's keys while the mask's prefix columns are in front: the "
+           "mask's columns must follow the keys', so the prefix goes in front of the keys and values as its True "
+           "columns go in front of the mask", lambda: _with_prefix(d, after=True, mask_in_front=True))
     if B > 1 and H > 1:
         yield ("the prefix repeated over the batch in the wrong order: np.repeat(prefix, B, axis=0).reshape(B, H, "
                "P, d) mixes heads and batch; use np.broadcast_to(prefix, (B, H, P, d))",

@@ -43,6 +43,7 @@ from plmcourse.judging.core import (
     as_scalar,
     describe,
     expect_integer_pair,
+    first_match,
     hidden_salt,
     hint_for,
     matches,
@@ -311,15 +312,9 @@ def _judge_alignment(case, got, expected):
     problem = f"the score is {value:.6g}, expected {expected:.6g} ({round(expected * n)} of {n} distinct test sources)"
     if abs(value - round(expected * n)) < 1e-9 and value >= 1:
         return f"{problem}: return the fraction right, not the count"
-    with np.errstate(all="ignore"):
-        for description, compute in _alignment_mistakes(case.data):
-            try:
-                wrong = compute()
-            except Exception:
-                continue
-            if abs(wrong - value) <= 1e-12 and abs(wrong - expected) > 1e-12:
-                return matches(problem, description)
-    return problem
+    mistakes = [(description, lambda compute=compute: (np.array(compute()),))
+                for description, compute in _alignment_mistakes(case.data)]
+    return matches(problem, first_match((np.array(value),), mistakes, atol=1e-12, rtol=0))
 
 
 def _explain_alignment_error(error):

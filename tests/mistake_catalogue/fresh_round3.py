@@ -1104,7 +1104,7 @@ EXPECTED = [
     ('check_lora_linear', 'bias trains', 'named', "the base layer's bias still trains (requires_gra"),
     ('check_lora_linear', 'merge in place', 'named', 'merge() changed the base layer in place; it must'),
     ('check_attention_with_prefix', 'prefix keys as values', 'named', 'prefix_k used as the prefix values too: the valu'),
-    ('check_attention_with_prefix', 'prefix after the keys, mask in front', 'named', 'the prefix put after the keys: the prefix goes i'),
+    ('check_attention_with_prefix', 'prefix after the keys, mask in front', 'named', "the mask's prefix columns are in front"),
     ('check_attention_with_prefix', 'prefix columns masked', 'named', 'the prefix columns masked out: every query may a'),
     ('check_verbalizer_log_probs', 'sum of words', 'named', "the sum over a class's label words instead of th"),
     ('check_verbalizer_log_probs', 'softmax over the vocabulary', 'named', 'a softmax over the whole vocabulary with the lab'),
