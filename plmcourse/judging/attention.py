@@ -19,7 +19,9 @@ from plmcourse import ref
 from plmcourse.grading import attention as declared
 from plmcourse.grading.attention import WEIGHT_NAMES
 from plmcourse.judging.core import (
+    BOOLEAN_INDEX_HINT,
     calls_own_function,
+    hint_for,
     hidden_salt,
     Spec,
     F32,
@@ -671,8 +673,13 @@ def _judge_gradients(case, output, expected_grads):
             return no_flow.format(f" to {name}")
         problem = compare(grad, want, **F64, what=f"the gradient with respect to {name}")
         if problem:
-            return (f"{problem}, compared with torch.nn.MultiheadAttention "
-                    f"(does a .detach() cut part of the graph?)")
+            grad, want = to_numpy(grad), to_numpy(want)
+            cut = grad.shape == want.shape and bool(np.any((grad == 0) & (np.abs(want) > 1e-12)))
+            hint = ("some of it is exactly 0 where it should not be: a .detach(), .data or a NumPy step cuts part "
+                    "of the graph" if cut else "the output is right and its gradient is not: a step that sets "
+                    "values outside autograd (through .data, an in-place fill of a tensor autograd needs) changes "
+                    "the gradient only")
+            return f"{problem}, compared with torch.nn.MultiheadAttention; {hint}"
     return None
 
 
@@ -682,7 +689,7 @@ def _explain_mha_error(error):
         return "gradients do not flow through .numpy(), keep every step in torch"
     if "leaf Variable that requires grad" in text:
         return "do not modify the inputs in place"
-    return None
+    return hint_for(error, [BOOLEAN_INDEX_HINT])
 
 
 check_multi_head_attention = Spec(

@@ -704,7 +704,17 @@ def explain_shape_error(error):
         (("could not be broadcast", "must match the size of tensor"),
          "two arrays do not broadcast: a reduction without keepdims=True (keepdim=True in torch) drops "
          "the axis it reduces, so the result no longer lines up with the input; keep that axis"),
+        BOOLEAN_INDEX_HINT,
     ])
+
+
+# Indexing the scores with a mask (scores[~mask] = -inf) needs the mask to have the scores' exact shape; the
+# course's masks only broadcast to it.
+BOOLEAN_INDEX_HINT = (
+    ("boolean index did not match", ("shape of the mask", "does not match the shape of the indexed tensor")),
+    "indexing with the mask (scores[~mask] = ...) needs a mask of the scores' exact shape, and a mask may be "
+    "any shape that broadcasts to them, such as (B, 1, 1, L_k); use np.where(mask, scores, -np.inf) "
+    "(scores.masked_fill(~mask, float('-inf')) in torch), which broadcast")
 
 
 def gradient_problem(reply, expected_grads, names, no_flow, hint=""):

@@ -530,6 +530,7 @@ DPO_BETA_DIVIDES = "the margin divided by beta instead of multiplied by it"
 DPO_BETA_OUTSIDE = ("beta outside the log-sigmoid: it scales the margin inside, −log sigmoid(beta · margin), "
                     "not the loss")
 DPO_DEFAULT = "another default for beta: beta=0.1 when it is not passed"
+DPO_FIXED = "beta fixed at {other:g} whatever the argument says: use the beta passed (0.1 only when none is)"
 DPO_REF_SWAPPED = ("the reference terms swapped between the answers, or added instead of subtracted (the two "
                    "give the same number): each answer's policy log-probability is compared with the reference's "
                    "log-probability of the SAME answer, (pc − rc) − (pr − rr)")
@@ -550,6 +551,10 @@ def _dpo_mistakes(d):
     if d.get("default"):
         for other in (0.5, 0.2, 0.05, 0.01, 0.3, 2.0):
             yield DPO_DEFAULT + f" (the answer matches beta={other:g})", loss(other * ((pc - rc) - (pr - rr)))
+    else:
+        for other in (DEFAULT_BETA, 0.5):  # beta = 1 is DPO_NO_BETA below
+            if other != b:
+                yield DPO_FIXED.format(other=other), loss(other * ((pc - rc) - (pr - rr)))
     yield DPO_BETA_CHOSEN, loss(b * (pc - rc) - (pr - rr))
     yield DPO_BETA_REJECTED, loss((pc - rc) - b * (pr - rr))
     yield DPO_NO_BETA + (" (or its default is 1 instead of 0.1)" if d.get("default") else ""), \

@@ -25,7 +25,8 @@ block-diagonal or a causal mask...), and a (B, 1, L, L) or an (L, L) result by i
 check_clip_loss compares with plmcourse.ref.clip_loss (float64): the default temperature (not passed)
 and temperatures from 1 down to 0.001 (logits of 1000, where an unshifted softmax overflows), positional
 and keyword, B = 1 (the loss is 0), d = 1, float32 inputs (float32 tolerance), a zero row (cosine 0,
-never NaN), two identical captions in a batch (the positives are the diagonal, by index, not the most
+never NaN), rows whose largest cosines lie far apart at temperature 0.001 (where one global max shift
+underflows a whole row), two identical captions in a batch (the positives are the diagonal, by index, not the most
 similar text), and embeddings of norm 50 to 200 (so that forgetting to normalise shows). A softmax over
 the wrong axis in BOTH directions gives the right loss (the two terms swap) and cannot be seen; in one
 direction only it is the same direction twice, and is named with "only one direction".
@@ -532,6 +533,30 @@ def _clip_case(seed, B, d, temperature=None, keyword=False, dtype=np.float64, ze
                       "dtype": np.dtype(dtype)})
 
 
+def _far_rows_case(seed, temperature, B=4, d=3):
+    """Rows whose largest cosines lie far apart: image 0 sits on its caption (cosine 1), image 1 points away
+    from every caption (its best cosine is below -0.5). At a small temperature a softmax shifted by one
+    global max underflows to exp = 0 across row 1 (log 0); each row shifted by its own max does not."""
+    for attempt in range(100):
+        rng = np.random.default_rng(seed * 100 + attempt)
+        text = rng.standard_normal((B, d)) + np.array([4.0] + [0.0] * (d - 1))  # captions in one half-space
+        text /= np.linalg.norm(text, axis=1, keepdims=True)
+        image = text + 0.3 * rng.standard_normal((B, d))
+        image[0] = text[0]
+        image[1] = -text.mean(axis=0)
+        image *= rng.uniform(50.0, 200.0, (B, 1))
+        text *= rng.uniform(50.0, 200.0, (B, 1))
+        cosines = _units(image) @ _units(text).T
+        if cosines[1].max() < -0.5:
+            break
+    else:
+        raise RuntimeError(f"no case with rows far apart for seed {seed}")
+    label = (f"seed {seed}: image_emb, text_emb of shape ({B}, {d}) float64, temperature={temperature:g}, the rows' "
+             f"largest cosines far apart (1 for image 0, {cosines[1].max():.2f} for image 1)")
+    return Case(label, (image, text, temperature), tags=frozenset({"far rows"}),
+                data={"image": image, "text": text, "tau": temperature, "dtype": np.dtype(np.float64)})
+
+
 def _clip_cases(hidden):
     cases = [
         _clip_case(0, 4, 8),
@@ -544,6 +569,7 @@ def _clip_cases(hidden):
         _clip_case(7, 6, 4, temperature=0.001, spread=3.0),
         _clip_case(8, 4, 5, temperature=0.2, duplicate=True),
         _clip_case(9, 8, 32, temperature=0.05, keyword=True),
+        _far_rows_case(10, 0.001),
     ]
     salt = hidden_salt(hidden)
     if hidden:
@@ -556,6 +582,7 @@ def _clip_cases(hidden):
             _clip_case(salt + 105, 7, 2, temperature=0.002, spread=3.0),
             _clip_case(salt + 106, 5, 6, temperature=0.15, duplicate=True),
             _clip_case(salt + 107, 1, 3),
+            _far_rows_case(salt + 108, 0.002, B=5, d=4),
         ]
     return cases
 
@@ -614,6 +641,8 @@ def _clip_mistakes(d, tags):
     yield ("dot products instead of cosines: normalise each row to length 1 first "
            "(x / np.linalg.norm(x, axis=1, keepdims=True))"), loss(normalise=False)
     if tau != 1.0:
+        yield ("the cosines divided by the temperature squared: logits = cos / temperature, once",
+               loss(scale=1.0 / tau ** 2))
         yield ("the cosines not divided by the temperature (logits = cos, as if it were 1): "
                "logits = cos / temperature", loss(scale=1.0))
         yield "the cosines multiplied by the temperature instead of divided by it", loss(scale=tau)
@@ -652,6 +681,11 @@ def _judge_clip(case, got, expected):
             return (f"the loss is {value} for a batch with a zero embedding: x / norm is 0 / 0 for it; a zero "
                     f"row has cosine 0 with everything, so divide by the norm only where it is not 0 "
                     f"(np.where(norm == 0, 1, norm))")
+        if "far rows" in case.tags:
+            return (f"the loss is {value} where one row's largest logit is far below another's (temperature "
+                    f"{d['tau']:g}): shifted by the largest logit of the whole matrix, every exp of that row "
+                    f"underflows to 0 and its log is -inf; shift each row (and each column, for the other "
+                    f"direction) by its own max (keepdims=True)")
         if 1.0 / d["tau"] > 300:
             return (f"the loss is {value} for logits of up to {1.0 / d['tau']:g} (temperature {d['tau']:g}): exp of "
                     f"logits this large overflows; subtract each row's max before the exponential (a stable "
@@ -689,6 +723,7 @@ check_clip_loss = Spec(
         ("the positives are the diagonal, by index (two identical captions)", lambda c: "duplicate" in c.tags),
         ("a zero row has cosine 0: never NaN", lambda c: "zero row" in c.tags),
         ("a stable log-softmax: temperature 0.001", lambda c: c.data["tau"] <= 0.001),
+        ("... shifted row by row: rows whose largest logits lie far apart", lambda c: "far rows" in c.tags),
         ("float32 inputs", lambda c: "float32" in c.tags),
     ),
 )

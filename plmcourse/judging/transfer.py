@@ -813,11 +813,31 @@ def _judge_unfreezing(case, got, expected):
         return None
     wrong = next(k for k in expected if abs(values[k] - expected[k]) > 1e-12 * max(abs(expected[k]), 1e-300))
     problem = f"the rate of {wrong!r} is {values[wrong]:.6g}, expected {expected[wrong]:.6g}"
-    for description, compute in _unfreezing_mistakes(case.data):
-        candidate = compute()
-        if _same_rates(values, candidate) and not _same_rates(candidate, expected):
-            return matches(problem, description)
-    return problem
+    mistakes = [(description, lambda compute=compute: compute()) for description, compute in _unfreezing_mistakes(
+        case.data)]
+    mistake = first_match_rates(values, expected, mistakes)
+    if mistake is None and _same_values(values, expected):
+        # Every rate is right, but on the wrong group: the names and the rates were paired in different orders.
+        holder = next(k for k in expected if abs(expected[k] - values[wrong]) <= 1e-12 * max(abs(values[wrong]),
+                                                                                              1e-300))
+        return (f"{problem}: the dict holds the right rates on the wrong groups ({values[wrong]:.6g} is the rate of "
+                f"{holder!r}); pair each rate with its group by name: 'head' k = 0, 'layer.{case.data['n_layers'] - 1}' "
+                f"k = 1 down to 'embeddings' k = n_layers + 1")
+    return matches(problem, mistake)
+
+
+def first_match_rates(values, expected, mistakes):
+    """The first of `mistakes` (description, compute() -> dict) whose rates `values` matches (first_match's rule,
+    for dicts: every one that fits is recorded for run_check)."""
+    keys = list(expected)
+    as_parts = [(description, lambda compute=compute: (np.array([compute()[k] for k in keys]),))
+                for description, compute in mistakes]
+    return first_match((np.array([values[k] for k in keys]),), as_parts, atol=0.0, rtol=1e-12)
+
+
+def _same_values(a, b):
+    """The same rates, whichever group holds each."""
+    return np.allclose(sorted(a.values()), sorted(b.values()), rtol=1e-12, atol=0.0)
 
 
 def _explain_unfreezing_error(error):

@@ -526,6 +526,18 @@ def mha_nan_rows(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
     return _merge(heads) @ w_o, weights
 
 
+def mha_boolean_index(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    """The scores indexed with the mask (scores[~mask] = -inf): right only for a mask of the scores' full shape."""
+    d_head = x_q.shape[-1] // n_heads
+    q, k, v = _split(x_q @ w_q, n_heads), _split(x_kv @ w_k, n_heads), _split(x_kv @ w_v, n_heads)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d_head)
+    if mask is not None:
+        scores = scores.clone()
+        scores[~mask] = float("-inf")
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return _merge(weights @ v) @ w_o, weights
+
+
 def mha_head_loop(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
     B, L_q, d_model = x_q.shape
     L_k = x_kv.shape[1]
@@ -727,6 +739,7 @@ MHA_CORRECT = [
 ]
 
 MHA_MISTAKES = [
+    ("the scores indexed with a broadcastable mask", mha_boolean_index, "use np.where(mask, scores, -np.inf)"),
     ("heads split by a plain reshape", mha_split_wrong, "heads split in the wrong order"),
     ("heads merged by a plain reshape", mha_merge_wrong, "heads merged in the wrong order"),
     ("heads split and merged by plain reshapes", mha_split_and_merge_wrong,

@@ -275,7 +275,14 @@ def dpo_with_rewards(policy_chosen_logps, policy_rejected_logps, ref_chosen_logp
 
 DPO_CORRECT = [("notebook", dpo_notebook), ("rewards first", dpo_rewards), ("loops", dpo_loops),
                ("float64", dpo_float64)]
+def dpo_fixed_beta(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, beta=0.1):
+    """beta written as 0.1 in the formula, whatever the argument says."""
+    x = 0.1 * ((policy_chosen_logps - ref_chosen_logps) - (policy_rejected_logps - ref_rejected_logps))
+    return float(np.mean(np.logaddexp(0.0, -x)))
+
+
 DPO_MISTAKES = [
+    ("beta fixed at 0.1", dpo_fixed_beta, "beta fixed at 0.1 whatever the argument says"),
     ("beta on chosen only", _dpo(lambda pc, pr, rc, rr, b: b * (pc - rc) - (pr - rr)), "beta applied to the chosen"),
     ("beta on rejected only", _dpo(lambda pc, pr, rc, rr, b: (pc - rc) - b * (pr - rr)),
      "beta applied to the rejected"),

@@ -573,7 +573,24 @@ def clip_returns_pair(image_emb, text_emb, temperature=0.07):
             _clip(image_emb, text_emb, temperature, directions="text"))
 
 
+def clip_squared_temperature(image_emb, text_emb, temperature=0.07):
+    return _clip(image_emb, text_emb, temperature, scale=1.0 / temperature ** 2)
+
+
+def clip_global_shift(image_emb, text_emb, temperature=0.07):
+    """A log-softmax shifted by the largest logit of the whole matrix, not each row's."""
+    logits = _unit(image_emb) @ _unit(text_emb).T / temperature
+    z = logits - logits.max()
+    diagonal = np.arange(len(z))
+    with np.errstate(divide="ignore"):
+        i2t = -(z[diagonal, diagonal] - np.log(np.exp(z).sum(axis=1))).mean()
+        t2i = -(z[diagonal, diagonal] - np.log(np.exp(z).sum(axis=0))).mean()
+    return float((i2t + t2i) / 2)
+
+
 CLIP_MISTAKES = [
+    ("temperature squared", clip_squared_temperature, "divided by the temperature squared"),
+    ("one global max shift", clip_global_shift, "shift each row (and each column"),
     ("only image to text", clip_image_to_text_only, "only one direction, image to text"),
     ("only text to image", clip_text_to_image_only, "only one direction, text to image"),
     ("the same direction twice (softmax over the wrong axis)", clip_same_direction_twice, "only one direction"),

@@ -494,7 +494,15 @@ def unfreeze_course(n_layers, step, unfreeze_every, base_lr, decay):
     return ref.unfreezing_groups(n_layers, step, unfreeze_every, base_lr, decay)
 
 
+def unfreeze_names_bottom_up(n_layers, step, unfreeze_every, base_lr, decay):
+    """The rates computed top-down (head first) but zipped with the group names listed bottom-up."""
+    names = ["embeddings", *(f"layer.{i}" for i in range(n_layers)), "head"]
+    rates = [base_lr * decay ** k if step >= k * unfreeze_every else 0.0 for k in range(n_layers + 2)]
+    return dict(zip(names, rates))
+
+
 UNFREEZING_MISTAKES = [
+    ("names listed bottom-up", unfreeze_names_bottom_up, "the right rates on the wrong groups"),
     ("from the bottom", _unfreeze(bottom_first=True), "unfrozen from the bottom"),
     ("one step late", _unfreeze(strict=True), "one step late"),
     ("the top layer with the head", _unfreeze(top_with_head=True), "the top layer unfrozen with the head"),
