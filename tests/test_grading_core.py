@@ -495,3 +495,21 @@ def test_error_report_problem_judges_each_kind_of_report():
         assert "could not read what it did" in core.error_report_problem(unreadable, wanted)
     long = core.error_report_problem({"raised": "E" * 500, "message": "m" * 500}, wanted)
     assert len(long) < len(wanted) + 300  # a long name or message is cut, not passed on whole
+
+
+def test_an_underdrawn_group_alarms_no_more_often_than_stated_for_honest_draws(monkeypatch):
+    """core.underdrawn at a cheaper ALARM of 0.01 (the rules use 1e-6, with the same code): replacements
+    drawn uniformly from the allowed ids other than their original trip it at most that often over its two
+    groups, and a pool that leaves a group out trips it at once."""
+    monkeypatch.setattr(core, "ALARM", 0.01)
+    rng = np.random.default_rng(0)
+    allowed = np.arange(1, 10)
+    groups = [("low ids", [1, 2, 3]), ("one id", [9])]
+    alarms = 0
+    for _ in range(4000):
+        old = rng.choice(allowed, 60)
+        new = np.array([rng.choice(allowed[allowed != o]) for o in old])
+        alarms += core.underdrawn(new, old, allowed, groups) is not None
+    assert alarms / 4000 <= 0.01 * 1.25
+    old = rng.choice(allowed, 60)
+    assert core.underdrawn(rng.choice(np.arange(4, 9), 60), old, allowed, groups)[0] == "low ids"

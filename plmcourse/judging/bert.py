@@ -41,6 +41,7 @@ from plmcourse.judging.core import (
     log_softmax,
     tolerance_for,
     binomial_tails,
+    underdrawn,
     unlikely_count,
     ALARM,
 )
@@ -100,11 +101,14 @@ def _seed_problem(case, got, memory):
 MLM_MASK_SEAL = [(ref.mlm_mask, "plmcourse.ref.mlm_mask")]
 
 
-def _bert_batch(rng, shape, vocab_size, specials):
-    """Ordinary ids in each row between [CLS] ... [SEP], then [PAD]s (a 1-D shape: one sequence)."""
+def _bert_batch(rng, shape, vocab_size, specials, absent=()):
+    """Ordinary ids in each row between [CLS] ... [SEP], then [PAD]s (a 1-D shape: one sequence).
+
+    The ordinary ids are every id that is neither special nor in `absent`: the random replacements must
+    still draw those absent ones."""
     pad, cls, sep = specials[:3]
-    first_ordinary = max(specials) + 1
-    tokens = rng.integers(first_ordinary, vocab_size, size=shape)
+    ordinary = np.setdiff1d(np.arange(vocab_size), np.concatenate([specials, list(absent)]))
+    tokens = ordinary[rng.integers(0, len(ordinary), size=shape)]
     if len(shape) == 1:
         tokens[0], tokens[-1] = cls, sep
         return tokens
@@ -117,9 +121,10 @@ def _bert_batch(rng, shape, vocab_size, specials):
 
 
 def _mlm_case(seed, shape, vocab_size=60, specials=(0, 1, 2, 3), mask_id=3, p=None, statistics=False,
-              special_type=list, key=None, same_as=None, differs_from=None, token_seed=None, spread=None):
+              special_type=list, key=None, same_as=None, differs_from=None, token_seed=None, spread=None,
+              absent=()):
     rng = np.random.default_rng(1000 + (seed if token_seed is None else token_seed))
-    tokens = _bert_batch(rng, shape, vocab_size, tuple(specials) + (mask_id,))
+    tokens = _bert_batch(rng, shape, vocab_size, tuple(specials) + (mask_id,), absent)
     special_ids = special_type(specials)
     kwargs = {} if p is None else {"p": p}
     label = (f"seed {seed}: tokens of shape {shape}, vocab_size={vocab_size}, mask_id={mask_id}, "
@@ -130,6 +135,10 @@ def _mlm_case(seed, shape, vocab_size=60, specials=(0, 1, 2, 3), mask_id=3, p=No
         label += ", the same tokens as an earlier case, another seed"
     if spread:
         label += f", call {spread[0] + 1} of {spread[1]} on the same tokens (the chosen count across seeds)"
+    if absent:
+        label += f", ordinary ids {_ids(absent)} absent from the batch"
+    if statistics and min(set(range(vocab_size)) - set(specials) - {mask_id}) < max(specials):
+        label += ", ordinary ids below a special id"
     data = {"tokens": tokens, "vocab_size": vocab_size, "mask_id": mask_id, "specials": np.array(specials),
             "p": 0.15 if p is None else p, "statistics": statistics, "seed_key": key or f"mlm{seed}"}
     if same_as:
@@ -142,13 +151,19 @@ def _mlm_case(seed, shape, vocab_size=60, specials=(0, 1, 2, 3), mask_id=3, p=No
     return Case(label, args, kwargs, tags=frozenset({"statistics"} if statistics else ()), data=data)
 
 
+def _ids(ids):
+    ids = sorted(int(i) for i in ids)
+    return f"{ids[0]}..{ids[-1]}" if len(ids) > 2 and ids[-1] - ids[0] == len(ids) - 1 else str(ids)
+
+
 SPREAD = 8  # calls in the group that measures how the chosen count varies between seeds
 
 
 def _mlm_mask_cases(hidden):
     cases = [
         _mlm_case(0, (500, 128), statistics=True),
-        _mlm_case(1, (400, 128), p=0.3, statistics=True, special_type=set),
+        # Special ids that are not the lowest: ordinary ids lie on both sides of 40.
+        _mlm_case(1, (400, 128), p=0.3, statistics=True, special_type=set, specials=(0, 1, 2, 40), mask_id=40),
         _mlm_case(2, (3000,), vocab_size=90, specials=(0, 1, 2, 5), mask_id=5, special_type=tuple),
         # Big enough that two different draws coincide by chance about never (at 2 x 12 tokens,
         # an answer drawing from a generator of its own matched itself about once in 100 runs).
@@ -156,7 +171,8 @@ def _mlm_mask_cases(hidden):
         _mlm_case(3, (4, 24), key="small again", same_as="small"),
         _mlm_case(4, (4, 24), key="other", differs_from="small", token_seed=3),
         # mask_id is not among special_ids here: it is still never a random replacement.
-        _mlm_case(5, (400, 64), vocab_size=9, specials=(0, 1, 2), mask_id=3, p=0.5, statistics=True),
+        # ... and the ordinary id 4 never occurs in the batch: a pool built from the batch never draws it.
+        _mlm_case(5, (400, 64), vocab_size=9, specials=(0, 1, 2), mask_id=3, p=0.5, statistics=True, absent=(4,)),
     ]
     salt = hidden_salt(hidden)
     # The same 400 ordinary tokens under SPREAD seeds: the chosen count must vary as a binomial does.
@@ -293,12 +309,35 @@ def _rule_replacement_pool(case, got, memory):
         return (f"{masked / n_chosen:.3f} of the chosen positions show [MASK], more than 80% by far: mask_id "
                 f"({m.mask_id}) is not among special_ids in this case, and your random replacements include it; "
                 f"the pool is the ids that are neither special NOR mask_id")
+    pool_problem = _pool_problem(m, d)
+    if pool_problem:
+        return pool_problem
     A = d["vocab_size"] - len(set(d["specials"].tolist()) | {m.mask_id})
     unchanged = int(np.count_nonzero(chosen & (m.inputs == m.tokens)))
     if unlikely_count(unchanged, n_chosen, 0.1 + 0.1 / A) == "low" and abs(unchanged / n_chosen - 0.1) < 0.01:
         return (f"{unchanged / n_chosen:.3f} of the chosen positions are unchanged, expected 0.1 + 0.1 / {A} = "
                 f"{0.1 + 0.1 / A:.3f}: the random token seems never to be the original one, but it is drawn "
                 f"uniformly from ALL {A} ordinary ids, the original included")
+    return None
+
+
+def _pool_problem(m, d):
+    """Every ordinary id can be a replacement: those absent from the batch, and those below a special id."""
+    excluded = set(d["specials"].tolist()) | {m.mask_id}
+    allowed = np.array(sorted(set(range(d["vocab_size"])) - excluded))
+    top_special = max(excluded)
+    groups = [(f"the ordinary ids that do not occur in the batch ({_ids(np.setdiff1d(allowed, m.tokens))}): the "
+               f"pool is every id of 0..vocab_size-1 that is neither special nor mask_id, not the ids seen in the "
+               f"tokens", np.setdiff1d(allowed, m.tokens)),
+              (f"the ordinary ids below the special id {top_special} ({_ids(allowed[allowed < top_special])}): the "
+               f"special ids need not be the lowest; draw from every id that is neither special nor mask_id "
+               f"(for instance np.setdiff1d(np.arange(vocab_size), specials) and rng.choice)",
+               allowed[allowed < top_special])]
+    found = underdrawn(m.inputs[m.replaced], m.tokens[m.replaced], allowed, groups)
+    if found:
+        description, k, expected = found
+        return (f"{k} of the {int(np.count_nonzero(m.replaced))} random replacements are {description.split(':')[0]}, "
+                f"expected about {expected:.0f}:{description.split(':', 1)[1]}")
     return None
 
 
@@ -455,6 +494,8 @@ check_mlm_mask = Spec(
         ("p passed", lambda c: "p" in c.kwargs and "statistics" in c.tags),
         ("of the chosen, 80% mask_id, 10% a random ordinary id (neither special nor mask_id), 10% unchanged",
          lambda c: "statistics" in c.tags),
+        ("... any ordinary id, those absent from the batch too", lambda c: "absent from the batch" in c.label),
+        ("... and those below a special id", lambda c: "below a special id" in c.label),
         ("labels: the original token at chosen positions, -100 everywhere else", lambda c: True),
         ("every random number from rng: the same seed gives the same masking", lambda c: "same_as" in c.data),
         ("... and not from a generator of its own: another seed gives another", lambda c: "differs_from" in c.data),

@@ -899,6 +899,33 @@ def unlikely_count(k, n, p):
     return None
 
 
+def underdrawn(new, old, allowed, groups):
+    """The first of `groups` whose ids the random replacements drew far less often than uniform draws would.
+
+    new, old: the ids the answer put in (every position whose id changed, not to the mask) and the ids they
+    replaced; allowed: the ids a replacement is drawn from (uniformly), the originals among them; groups:
+    (description, ids) pairs, for instance the allowed ids that never occur in the batch, or those below a
+    special id. A visible replacement differs from its original, so it is uniform over the other
+    len(allowed) - 1 ids: in group G with probability (|G| - [old in G]) / (len(allowed) - 1). The count in
+    G is a sum of such draws; the binomial with the same mean has the heavier low tail, so judging by it
+    errs on the honest side, and each group alarms below ALARM / 2 / len(groups).
+    Returns (description, count, expected count) or None."""
+    new, old = np.asarray(new).ravel(), np.asarray(old).ravel()
+    allowed = np.asarray(sorted(set(np.asarray(allowed).tolist())))
+    if len(new) == 0 or len(allowed) < 2:
+        return None
+    for description, ids in groups:
+        ids = np.intersect1d(np.asarray(list(ids), dtype=np.int64), allowed)
+        if len(ids) == 0:
+            continue
+        p = float(np.mean((len(ids) - np.isin(old, ids)) / (len(allowed) - 1)))
+        k = int(np.count_nonzero(np.isin(new, ids)))
+        low, _ = binomial_tails(k, len(new), p)
+        if low < ALARM / 2 / len(groups):
+            return description, k, p * len(new)
+    return None
+
+
 def calls_own_function(reply, name):
     """True if the call recorded in `reply` ran a Python function called `name` that is not the course's own
     (the student's answer to an earlier exercise, say), as `identity` names it: "py:digest:dir/file:name"."""

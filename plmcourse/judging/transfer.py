@@ -48,6 +48,7 @@ from plmcourse.judging.core import (
     hint_for,
     matches,
     noted,
+    underdrawn,
     unlikely_count,
 )
 from plmcourse.nn import transfer as nn_transfer
@@ -395,20 +396,23 @@ def _mixed_spans(rng, T, n_entities, style):
 
 
 def _entity_case(seed, *, B=8, T=16, budget=4, mask_id=3, vocab_size=40, n_entities=2, style="tuple",
-                 stats=None, key=None, same_as=None, differs_from=None, token_seed=None):
+                 stats=None, key=None, same_as=None, differs_from=None, token_seed=None, absent=()):
     rng = np.random.default_rng(5000 + (seed if token_seed is None else token_seed))
     if stats:
         B, T, budget = STAT_ROWS, (10 if stats == "singles" else 8), {"singles": 3, "long": 4, "pair": 2}[stats]
         spans = [_structure(rng, stats, T) for _ in range(B)]
     else:
         spans = [_mixed_spans(rng, T, n_entities if b % 3 else 0, style) for b in range(B)]
-    pool = np.array([i for i in range(vocab_size) if i != mask_id])
-    tokens = pool[rng.integers(0, len(pool), (B, T))]  # never mask_id
+    pool = np.array([i for i in range(vocab_size) if i != mask_id and i not in absent])
+    tokens = pool[rng.integers(0, len(pool), (B, T))]  # never mask_id, nor an `absent` id
     label = (f"seed {seed}: token_ids ({B}, {T}), budget={budget}, mask_id={mask_id}, vocab_size={vocab_size}")
     label, tags = noted(label, [
         (stats == "singles", ", no entities (the first and last of 10 tokens chosen 3 times in 10)", "stats"),
         (stats == "long", ", a 4-token entity among 4 single tokens in each row", "stats"),
         (stats == "pair", ", a 2-token entity among 6 single tokens in each row", "stats"),
+        (bool(absent), f", id{'s' if len(absent) > 1 else ''} {', '.join(map(str, absent))} absent from the batch",
+         "absent"),
+        (0 < mask_id < vocab_size - 1 and stats == "singles", ", ids on both sides of mask_id", "mask inside"),
         (budget == 0, ", nothing may be chosen", "budget 0"),
         (budget >= T, ", a budget for every token", "budget all"),
         (not stats and style == "list", ", spans as lists", "lists"),
@@ -432,7 +436,7 @@ def _entity_mask_cases(hidden):
     cases = [
         _entity_case(0, stats="long"),
         _entity_case(1, stats="pair", mask_id=0, vocab_size=12),
-        _entity_case(2, stats="singles", vocab_size=9, mask_id=8),
+        _entity_case(2, stats="singles", vocab_size=9, mask_id=4, absent=(7,)),
         _entity_case(3, B=6, T=20, budget=5, key="small"),
         _entity_case(3, B=6, T=20, budget=5, key="small again", same_as="small"),
         _entity_case(4, B=6, T=20, budget=5, key="other", differs_from="small", token_seed=3),
@@ -447,7 +451,7 @@ def _entity_mask_cases(hidden):
         cases += [
             _entity_case(salt + 100, stats="long", mask_id=5, vocab_size=30),
             _entity_case(salt + 101, stats="pair", vocab_size=60),
-            _entity_case(salt + 102, stats="singles", mask_id=1, vocab_size=20),
+            _entity_case(salt + 102, stats="singles", mask_id=11, vocab_size=20, absent=(3, 16)),
             _entity_case(salt + 103, B=12, T=25, budget=7, n_entities=4, style="list"),
             _entity_case(salt + 104, B=3, T=8, budget=20, style="array"),
             _entity_case(salt + 105, B=7, T=18, budget=1, n_entities=3),
@@ -574,10 +578,46 @@ def _rule_replacements(case, got, memory):
         return (f"a random replacement at {list(at)} is {m.inputs[at]}, outside 0..vocab_size-1 "
                 f"(vocab_size={d['vocab_size']})")
     if d["stats"] == "singles" and np.count_nonzero(replaced):
+        allowed = np.array([i for i in range(d["vocab_size"]) if i != d["mask_id"]])
+        groups = [(f"ids that do not occur in the batch ({', '.join(map(str, np.setdiff1d(allowed, m.tokens)))}): "
+                   f"the pool is every id of 0..vocab_size-1 except mask_id, not the ids seen in the tokens",
+                   np.setdiff1d(allowed, m.tokens)),
+                  (f"ids below mask_id ({d['mask_id']}): mask_id need not be the lowest id; draw from every id of "
+                   f"0..vocab_size-1 except mask_id", allowed[allowed < d["mask_id"]]),
+                  (f"ids above mask_id ({d['mask_id']}): draw from every id of 0..vocab_size-1 except mask_id",
+                   allowed[allowed > d["mask_id"]])]
+        found = underdrawn(m.inputs[replaced], m.tokens[replaced], allowed, groups)
+        if found:
+            description, k, expected = found
+            return (f"{k} of the {int(np.count_nonzero(replaced))} random replacements are "
+                    f"{description.split(':')[0]}, expected about {expected:.0f}:{description.split(':', 1)[1]}")
         distinct = len(np.unique(m.inputs[replaced]))
         if distinct < (d["vocab_size"] - 1) // 2:
             return (f"the random replacements use only {distinct} different ids of {d['vocab_size'] - 1}: draw each "
                     f"uniformly from 0..vocab_size-1 without mask_id")
+    return None
+
+
+def _rule_replaced_tokens_independent(case, got, memory):
+    """Each token of a unit replaced by random ids draws its own: all of an entity's n tokens show the same id
+    with probability (1 / (vocab_size - 1)) ** (n - 1)."""
+    d = case.data
+    if d["stats"] not in ("long", "pair"):
+        return None
+    m = _Chosen(case, got)
+    same, replaced = 0, 0
+    for row, units in enumerate(m.units):
+        for start, end in units:
+            shown = m.inputs[row, start:end]
+            if end - start > 1 and m.chosen[row, start] and not np.any(shown == m.mask_id) \
+                    and not np.array_equal(shown, m.tokens[row, start:end]):
+                replaced += 1
+                same += bool(np.all(shown == shown[0]))
+    length = 4 if d["stats"] == "long" else 2
+    if replaced and unlikely_count(same, replaced, (1 / (d["vocab_size"] - 1)) ** (length - 1)) == "high":
+        return (f"{same} of the {replaced} entities replaced by random ids show one id at every token: each token "
+                f"of a unit draws its own random id (one draw per token, size=the unit's length), only the choice "
+                f"of treatment is made once per unit")
     return None
 
 
@@ -639,7 +679,8 @@ ENTITY_MASK_RULES = [
     ("entities chosen whole", _rule_whole_entities),
     ("at most budget tokens a row, and no unit left out that still fits", _rule_budget),
     ("one treatment per unit", _rule_one_treatment),
-    ("replacements in range", _rule_replacements),
+    ("replacements in range, from every id but mask_id", _rule_replacements),
+    ("each token of a replaced unit its own random id", _rule_replaced_tokens_independent),
     ("the same seed gives the same answer, another seed another", _seed_problem),
     ("80/10/10 per unit, units in a uniformly random order", _rule_statistics),
 ]
@@ -687,6 +728,9 @@ check_whole_entity_mask = Spec(
         ("a budget for every token: everything chosen", lambda c: "budget all" in c.tags),
         ("80% mask_id, 10% random ids, 10% unchanged, once per unit", lambda c: bool(c.data["stats"])),
         ("random ids uniform over 0..vocab_size-1 without mask_id", lambda c: c.data["stats"] == "singles"),
+        ("... ids absent from the batch too", lambda c: "absent" in c.tags),
+        ("... on both sides of mask_id", lambda c: "mask inside" in c.tags),
+        ("... one per token of a unit", lambda c: c.data["stats"] in ("long", "pair")),
         ("labels: the original token where chosen, -100 elsewhere", lambda c: True),
         ("every random number from rng: the same seed gives the same masking", lambda c: "same_as" in c.data),
         ("... and not from a generator of its own", lambda c: "differs_from" in c.data),

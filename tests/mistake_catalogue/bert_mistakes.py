@@ -85,6 +85,26 @@ def mlm_pool_keeps_mask_id(tokens, rng, vocab_size, mask_id, special_ids, p=0.15
     return inputs, labels
 
 
+def _with_pool(tokens, rng, vocab_size, mask_id, special_ids, p, pool):
+    inputs, labels = mlm_vectorised(tokens, rng, vocab_size, mask_id, special_ids, p)
+    swapped = (labels != -100) & (inputs != mask_id) & (inputs != tokens)
+    inputs[swapped] = pool[rng.integers(0, len(pool), int(swapped.sum()))]
+    return inputs, labels
+
+
+def mlm_pool_above_the_specials(tokens, rng, vocab_size, mask_id, special_ids, p=0.15):
+    """The pool assumes the special ids (and mask_id) are the lowest: max(special) + 1 .. vocab_size - 1."""
+    low = max([*special_ids, mask_id]) + 1
+    return _with_pool(tokens, rng, vocab_size, mask_id, special_ids, p, np.arange(low, vocab_size))
+
+
+def mlm_pool_from_the_batch(tokens, rng, vocab_size, mask_id, special_ids, p=0.15):
+    """The pool is the ordinary ids seen in the batch."""
+    tokens = np.asarray(tokens)
+    pool = np.unique(tokens[~np.isin(tokens, [*special_ids, mask_id])])
+    return _with_pool(tokens, rng, vocab_size, mask_id, special_ids, p, pool)
+
+
 def mlm_one_draw_per_column(tokens, rng, vocab_size, mask_id, special_ids, p=0.15):
     """One draw per column, shared by every row of the batch."""
     tokens = np.asarray(tokens)
@@ -240,6 +260,8 @@ MLM_MASK_MISTAKES = [
     ("not implemented", mlm_not_implemented, "raised NotImplementedError"),
     ("exactly round(p * n) per row", mlm_exact_count_per_row, "an exact count is chosen"),
     ("random pool keeps mask_id", mlm_pool_keeps_mask_id, "your random replacements include it"),
+    ("random pool above the largest special id", mlm_pool_above_the_specials, "the special ids need not be the lowest"),
+    ("random pool from the batch", mlm_pool_from_the_batch, "not the ids seen in the tokens"),
     ("one draw per column for every row", mlm_one_draw_per_column, "one draw shared by every row"),
     ("random token never the original", mlm_random_never_the_original, "the random token seems never to be the original"),
 ]

@@ -285,7 +285,7 @@ ENTITY_CORRECT = [
 
 def _entity(budget_rule="skip", per_token=False, mask_in_pool=False, no_shuffle=False, length_weighted=False,
             entities_first=False, partial=False, labels_inputs=False, ignore_zero=False, own_rng=False,
-            unchanged_labels_only=False, nested=False):
+            unchanged_labels_only=False, nested=False, pool_from_batch=False, pool_above_mask=False, one_id=False):
     """The notebook's answer with switches that make each known mistake."""
 
     def answer(token_ids, entity_spans, budget, rng, mask_id, vocab_size):
@@ -293,6 +293,10 @@ def _entity(budget_rule="skip", per_token=False, mask_in_pool=False, no_shuffle=
         inputs = token_ids.copy()
         labels = np.full(token_ids.shape, 0 if ignore_zero else -100, dtype=np.int64)
         pool = np.arange(vocab_size) if mask_in_pool else np.array([i for i in range(vocab_size) if i != mask_id])
+        if pool_from_batch:
+            pool = np.unique(token_ids)
+        if pool_above_mask:
+            pool = np.arange(mask_id + 1, vocab_size) if mask_id + 1 < vocab_size else np.arange(mask_id)
         B, T = token_ids.shape
         for row in range(B):
             spans = [(int(s), int(e)) for s, e in entity_spans[row]]
@@ -333,7 +337,7 @@ def _entity(budget_rule="skip", per_token=False, mask_in_pool=False, no_shuffle=
                 if a < 0.8:
                     inputs[row, s:e] = mask_id
                 elif a < 0.9 or (nested and r.random() < 0.5):
-                    inputs[row, s:e] = pool[r.integers(0, len(pool), e - s)]
+                    inputs[row, s:e] = pool[r.integers(0, len(pool), 1 if one_id else e - s)]
                 if unchanged_labels_only and a >= 0.9:
                     labels[row, s:e] = -100
         if labels_inputs:
@@ -384,6 +388,9 @@ def entity_course_ref(token_ids, entity_spans, budget, rng, mask_id, vocab_size)
 
 
 ENTITY_MISTAKES = [
+    ("random pool from the batch", _entity(pool_from_batch=True), "not the ids seen in the tokens"),
+    ("random pool above mask_id", _entity(pool_above_mask=True), "mask_id need not be the lowest id"),
+    ("one random id for a whole unit", _entity(one_id=True), "each token of a unit draws its own random id"),
     ("80/10/10 per token", _entity(per_token=True), "drawn for each token instead of once per unit"),
     ("mask_id among the random ids", _entity(mask_in_pool=True), "a random replacement drew mask_id"),
     ("stops at the first unit that does not fit", _entity(budget_rule="stop"),
