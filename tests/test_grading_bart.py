@@ -73,3 +73,27 @@ def test_an_exception_is_named_and_chained():
 
 def test_permutation_check_accepts_the_three_styles():
     check_permutation_mask(permutation_rank, hidden=True)
+
+
+# ----------------------------------------------------------------------------
+# The number of draws: exact Poisson tails
+
+
+def _draws(answer, n, ratio, lam, seed):
+    out = answer(5 + np.arange(n), np.random.default_rng(seed), 1, ratio, lam)
+    return int(np.count_nonzero(out == 1)), n - int(np.count_nonzero(out != 1))
+
+
+def test_the_draw_count_alarm_is_as_rare_as_stated_and_sees_a_length_drawn_again(monkeypatch):
+    """_draw_count_side at a cheaper ALARM of 0.01 (the rule uses 1e-6, with the same code): the course's
+    text_infilling trips it about that often, at mask ratios up to one half; an answer that draws a new
+    length when a span overlaps trips it at 1e-6 on a ratio of one half."""
+    from plmcourse.judging import bart as judging_bart
+    monkeypatch.setattr(judging_bart, "ALARM", 0.01)
+    configs = ((4000, 0.3, 3.0), (4000, 0.5, 3.0), (4000, 0.2, 1.0))
+    alarms = sum(judging_bart._draw_count_side(*_draws(ref.text_infilling, n, r, lam, seed), lam) is not None
+                 for seed in range(150) for n, r, lam in configs)
+    assert alarms <= 0.01 * 450 + 3 * (0.01 * 450) ** 0.5  # the stated rate, plus three standard deviations
+    monkeypatch.setattr(judging_bart, "ALARM", 1e-6)
+    new_length = mistake("check_text_infilling", "a new length on an overlap")
+    assert judging_bart._draw_count_side(*_draws(new_length, 20000, 0.5, 3.0, 0), 3.0) == "high"

@@ -19,8 +19,8 @@ import numpy as np
 from plmcourse import ref
 from plmcourse.grading import bart as declared
 from plmcourse.judging.bert import _Memory, _seed_problem
-from plmcourse.judging.core import (Case, Spec, expect_integer_array, hidden_salt, judge_bool_mask, judge_by_rules,
-                                   unlikely_count)
+from plmcourse.judging.core import (ALARM, Case, Spec, expect_integer_array, hidden_salt, judge_bool_mask,
+                                   judge_by_rules, unlikely_count)
 
 __all__ = [
     "check_text_infilling",
@@ -74,6 +74,10 @@ def _infilling_cases(hidden):
         _infilling_case(54, 40, mask_id=3, mask_ratio=0.5),
         # Half the tokens covered: spans often touch, and each must still get its own mask.
         _infilling_case(55, 20000, mask_ratio=0.5, statistics=True),
+        # round(0.3 * 15) = round(4.5) = 4 (Python rounds a half to even) and round(0.3 * 12) = round(3.6) = 4:
+        # int(), floor and rounding half up each miss one of them.
+        _infilling_case(57, 15),
+        _infilling_case(58, 12),
         # 3 tokens to cover at lengths that are 0 all but once in 5,000 draws: every gap, the two ends
         # included, receives inserted masks (see _rule_insertion_gaps).
         _infilling_case(56, 40, mask_ratio=0.075, poisson_lambda=0.0002, gaps=True),
@@ -158,6 +162,12 @@ def _rule_edge_ratios(case, got, memory):
         problem = f"{removed} of the {n} tokens were removed, expected exactly round(mask_ratio * n) = {target}"
         if ratio != 0.3 and removed == round(0.3 * n):
             return f"{problem}: that is round(0.3 * n), as if mask_ratio were ignored (use the argument)"
+        if removed == math.floor(ratio * n):
+            return (f"{problem}: that is int(mask_ratio * n) = {removed}, rounded down; use round(), which gives "
+                    f"{target} for {ratio * n:g}")
+        if removed == math.floor(ratio * n + 0.5):
+            return (f"{problem}: that is {ratio * n:g} rounded half up; Python's round() (and np.round) take a half "
+                    f"to the even neighbour, round({ratio * n:g}) = {target}")
         if removed > target:
             return f"{problem}: draw spans until that many are covered, cutting the last length to what is still to cover"
         return (f"{problem}: draw spans until that many are covered; spans never overlap (a span over tokens "
@@ -181,6 +191,16 @@ def _rule_span_statistics(case, got, memory):
                   "even next to another)") if mean_length > lam else ""
         return (f"spans are {mean_length:.2f} tokens long on average (zero-length spans included), expected "
                 f"about poisson_lambda = {lam}: draw each length with rng.poisson(poisson_lambda){longer}")
+    side = _draw_count_side(masks, removed, lam)
+    if side == "high":
+        return (f"{masks} masks for {removed} covered tokens, spans of {mean_length:.3f} tokens on average: more "
+                f"spans than Poisson({lam}) lengths give (below one chance in a million); it matches a length drawn "
+                f"again when a span would overlap an earlier one, which favours short spans: keep the length and "
+                f"draw only the start again")
+    if side == "low":
+        return (f"{masks} masks for {removed} covered tokens, spans of {mean_length:.3f} tokens on average: fewer "
+                f"spans than Poisson({lam}) lengths give (below one chance in a million): draw each length with "
+                f"rng.poisson(poisson_lambda), and give each span its own mask, even next to another")
     # A mask run with fewer removed tokens than masks holds at least (masks - removed) zero-length
     # spans. The count misses insertions next to a span, more of them the more is covered.
     zero = sum(max(0, m - r) for m, r in runs) / max(1, masks)
@@ -191,6 +211,36 @@ def _rule_span_statistics(case, got, memory):
     if zero > min(0.6, 2.5 * math.exp(-lam)):
         return (f"{zero:.3f} of the masks were inserted where nothing was removed, expected about "
                 f"{math.exp(-lam):.3f} (the probability of a Poisson({lam}) length of 0)")
+    return None
+
+
+def _poisson_tails(k, mean):
+    """(P(X <= k), P(X >= k)) for X ~ Poisson(mean), summed exactly from log-probabilities."""
+    if mean <= 0:
+        return float(k >= 0), float(k <= 0)
+    i = np.arange(0, int(max(k, mean) + 50 * math.sqrt(mean) + 50))
+    log_pmf = i * math.log(mean) - mean - np.array([math.lgamma(x + 1) for x in i])
+    pmf = np.exp(log_pmf)
+    return float(pmf[:k + 1].sum()), float(1.0 - pmf[:k].sum())
+
+
+def _draw_count_side(masks, covered, lam):
+    """"high" or "low" if `masks` draws for `covered` tokens is that far out for Poisson(lam) lengths, else None.
+
+    Every draw of a length leaves one mask (a span's, or an inserted one), so `masks` is the number of draws
+    M, and the lengths are i.i.d. Poisson(lam) until `covered` is reached (the last one cut to what is left).
+    The sum of m draws is Poisson(m * lam), so M >= m exactly when the first m - 1 draws sum to less than
+    `covered`: P(M >= m) = P(Poisson((m - 1) lam) <= covered - 1), and P(M <= m) = P(Poisson(m lam) >=
+    covered). Each side alarms below core.ALARM / 2. (A stretch too short for its length, which shortens
+    a span, is rare below half the tokens covered: measured in tests/test_grading_bart.py.)"""
+    if covered == 0 or masks == 0 or lam <= 0:
+        return None
+    high = _poisson_tails(covered - 1, (masks - 1) * lam)[0]
+    low = _poisson_tails(covered, masks * lam)[1]
+    if high < ALARM / 2:
+        return "high"
+    if low < ALARM / 2:
+        return "low"
     return None
 
 
@@ -245,6 +295,9 @@ check_text_infilling = Spec(
         ("poisson_lambda passed", lambda c: "poisson_lambda" in c.kwargs),
         ("spans of length Poisson(poisson_lambda) until round(mask_ratio * n) tokens are covered",
          lambda c: "statistics" in c.tags),
+        ("... round(): a half to even", lambda c: (c.data["ratio"] * c.data["n"]) % 1 == 0.5),
+        ("... round(), not int()", lambda c: 0.5 < (c.data["ratio"] * c.data["n"]) % 1 < 1),
+        ("... the length drawn once: an overlap draws only the start again", lambda c: "statistics" in c.tags),
         ("a span of length 0 inserts one mask at a random gap", lambda c: "statistics" in c.tags),
         ("... any of the n + 1 gaps: before token g, or at the end", lambda c: "gaps" in c.tags),
         ("spans do not overlap, and each is replaced by its own mask_id", lambda c: c.data["ratio"] >= 0.5),

@@ -532,6 +532,11 @@ def _rule_budget(case, got, memory):
                 if len(views) >= 200 and sum(v[3] for v in views) < 0.03 * len(views):
                     return (f"{problem}, and no chosen unit is left unchanged: it looks as if the units left as they "
                             f"are (10%) were not labelled; every chosen unit is labelled, whatever it shows")
+                exact = [(r, u) for r, units_r in enumerate(m.units) for u in units_r
+                         if not m.chosen[r, u[0]:u[1]].any() and u[1] - u[0] <= budget - int(counts[r])]
+                if all(e - s == budget - int(counts[r]) for r, (s, e) in exact):
+                    return (f"{problem}: every unit left out that way is exactly as long as what is left of the "
+                            f"budget, and it fits: take a unit when its length is at most what is left (<=, not <)")
                 return (f"{problem}: when a unit does not fit, skip it and go on through the others, a shorter one "
                         f"may still fit")
     return None

@@ -50,16 +50,29 @@ def infill_window(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0, _gap
 
 
 def infill_retry(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
-    """Draw any start and try again on an overlap; single tokens once retries keep failing."""
+    """Draw any start and draw the start again on an overlap (the length stays); single tokens once retries
+    keep failing."""
+    return _infill_by_retries(tokens, rng, mask_id, mask_ratio, poisson_lambda, new_length_on_overlap=False)
+
+
+def infill_new_length_on_overlap(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
+    """On an overlap, a new length AND a new start: long spans overlap more often, so they are drawn again
+    more often, and the spans come out shorter than Poisson(lambda)."""
+    return _infill_by_retries(tokens, rng, mask_id, mask_ratio, poisson_lambda, new_length_on_overlap=True)
+
+
+def _infill_by_retries(tokens, rng, mask_id, mask_ratio, poisson_lambda, new_length_on_overlap):
     tokens = list(tokens)
     n = len(tokens)
     budget = round(mask_ratio * n)
     spans, inserts, covered = {}, [], set()
-    misses = 0
+    misses, length = 0, None
     while len(covered) < budget:
-        length = min(int(rng.poisson(poisson_lambda)), budget - len(covered))
+        if length is None or new_length_on_overlap:
+            length = min(int(rng.poisson(poisson_lambda)), budget - len(covered))
         if length == 0:
             inserts.append(int(rng.integers(0, n + 1)))
+            length = None
             continue
         if misses > 50:
             length = 1
@@ -68,8 +81,8 @@ def infill_retry(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
         if positions & covered:
             misses += 1
             continue
-        misses = 0
-        spans[start] = length
+        misses, length = 0, None
+        spans[start] = len(positions)
         covered |= positions
     out = []
     for i in range(n + 1):
@@ -181,6 +194,7 @@ INFILLING_MISTAKES = [
     ("an inserted mask never after the last token", infill_gap_never_at_the_end, "landed after the last token"),
     ("an inserted mask never before the first token", infill_gap_never_at_the_start, "landed before the first token"),
     ("a mask per token", infill_token_masking, "every removed token got its own mask"),
+    ("a new length on an overlap", infill_new_length_on_overlap, "keep the length and draw only the start again"),
     ("token deletion", infill_deletion, "without a mask in their place"),
     ("no zero-length spans", infill_no_zero_length, "a span of length 0 must still insert one mask"),
     ("ignores poisson_lambda", infill_ignores_lambda, "expected about poisson_lambda = 1.0"),

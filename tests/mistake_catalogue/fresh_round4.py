@@ -229,23 +229,20 @@ def _wem_units(T, spans, order="given", end_inclusive=False, singles=True):
 def _wem(token_ids, entity_spans, budget, rng, mask_id, vocab_size, order="given", shuffle=True,
          u_per_token=False, rand_includes_mask=False, rand_once_per_unit=False, stop_at_misfit=False,
          batch_budget=False, singles=True, swap_random_keep=False, labels_changed_only=False, copy=True,
-         end_inclusive=False, strict_fit=False, pool_from_batch=False, u_after_selection=False,
-         rand_choice=False, shares=(0.8, 0.9)):
+         end_inclusive=False, strict_fit=False, pool_from_batch=False, shares=(0.8, 0.9)):
+    """Whole-entity masking with switches for the mistakes below; with the defaults it follows the exercise."""
     token_ids = np.asarray(token_ids)
-    inputs = token_ids.copy() if copy else token_ids
-    labels = np.full(token_ids.shape, -100, dtype=np.int64)
-    B, T = token_ids.shape
-    pool = np.array([i for i in range(vocab_size) if i != mask_id])
-    if pool_from_batch:
-        pool = np.unique(token_ids[token_ids != mask_id])
+    original = token_ids.copy()
+    inputs = original.copy() if copy else token_ids
+    labels = np.full(original.shape, -100, dtype=np.int64)
+    B, T = original.shape
+    pool = np.unique(original[original != mask_id]) if pool_from_batch else None
     left_batch = budget
     for b in range(B):
         units = _wem_units(T, entity_spans[b], order, end_inclusive, singles)
         units = [(s, min(e, T)) for s, e in units]
         left = left_batch if batch_budget else budget
-        order_idx = rng.permutation(len(units)) if shuffle else range(len(units))
-        taken = []
-        for idx in order_idx:
+        for idx in (rng.permutation(len(units)) if shuffle else range(len(units))):
             s, e = units[idx]
             n = e - s
             if n > left or (strict_fit and n >= left):
@@ -253,53 +250,29 @@ def _wem(token_ids, entity_spans, budget, rng, mask_id, vocab_size, order="given
                     break
                 continue
             left -= n
-            labels[b, s:e] = token_ids[b, s:e]
-            if u_after_selection:
-                taken.append((s, e))
-            else:
-                _wem_corrupt(inputs, labels, b, s, e, rng, mask_id, vocab_size, pool, u_per_token,
-                             rand_includes_mask, rand_once_per_unit, swap_random_keep, labels_changed_only,
-                             token_ids, rand_choice, shares)
-        for s, e in taken:
-            _wem_corrupt(inputs, labels, b, s, e, rng, mask_id, vocab_size, pool, u_per_token,
-                         rand_includes_mask, rand_once_per_unit, swap_random_keep, labels_changed_only,
-                         token_ids, rand_choice, shares)
+            labels[b, s:e] = original[b, s:e]
+            us = rng.random(n) if u_per_token else np.full(n, rng.random())
+            to_mask = us < shares[0]
+            to_random = (us >= shares[1]) if swap_random_keep else (us >= shares[0]) & (us < shares[1])
+            row = inputs[b, s:e].copy()
+            row[to_mask] = mask_id
+            k = int(to_random.sum())
+            if k:
+                m = 1 if rand_once_per_unit else k
+                if rand_includes_mask:
+                    ids = rng.integers(0, vocab_size, size=m)
+                elif pool is not None:
+                    ids = rng.choice(pool, size=m)
+                else:
+                    ids = rng.integers(0, vocab_size - 1, size=m)
+                    ids = ids + (ids >= mask_id)
+                row[to_random] = np.resize(ids, k)
+            inputs[b, s:e] = row
+            if labels_changed_only:
+                labels[b, s:e] = np.where(to_mask | to_random, labels[b, s:e], -100)
         if batch_budget:
             left_batch = left
     return inputs, labels
-
-
-def _wem_random_ids(rng, n, mask_id, vocab_size, pool, rand_includes_mask, rand_choice, from_pool):
-    if rand_includes_mask:
-        return rng.integers(0, vocab_size, size=n)
-    if rand_choice or from_pool:
-        return rng.choice(pool, size=n)
-    r = rng.integers(0, vocab_size - 1, size=n)
-    return r + (r >= mask_id)
-
-
-def _wem_corrupt(inputs, labels, b, s, e, rng, mask_id, vocab_size, pool, u_per_token, rand_includes_mask,
-                 rand_once_per_unit, swap_random_keep, labels_changed_only, token_ids, rand_choice, shares):
-    from_pool = len(pool) != vocab_size - 1
-    us = rng.random(e - s) if u_per_token else np.full(e - s, rng.random())
-    mask_part = us < shares[0]
-    rand_part = (us >= shares[0]) & (us < shares[1])
-    if swap_random_keep:
-        rand_part = us >= shares[1]
-    inputs[b, s:e] = np.where(mask_part, mask_id, inputs[b, s:e])
-    if rand_part.any():
-        n = int(rand_part.sum())
-        if rand_once_per_unit:
-            ids = np.full(n, _wem_random_ids(rng, 1, mask_id, vocab_size, pool, rand_includes_mask, rand_choice,
-                                             from_pool)[0])
-        else:
-            ids = _wem_random_ids(rng, n, mask_id, vocab_size, pool, rand_includes_mask, rand_choice, from_pool)
-        row = inputs[b, s:e]
-        row[rand_part] = ids
-        inputs[b, s:e] = row
-    if labels_changed_only:
-        unchanged = ~mask_part & ~rand_part
-        labels[b, s:e] = np.where(unchanged, -100, labels[b, s:e])
 
 
 def entity_mask_literal(token_ids, entity_spans, budget, rng, mask_id, vocab_size):
@@ -318,8 +291,9 @@ def entity_mask_sorted_units(token_ids, entity_spans, budget, rng, mask_id, voca
 
 
 def entity_mask_choice_pool_loop(token_ids, entity_spans, budget, rng, mask_id, vocab_size):
-    """CORRECT (where the spec is free): a loop written from scratch; random ids with rng.choice over the
-    explicit pool 0..V-1 without mask_id ('uniform over 0..vocab_size-1 without mask_id' names no call)."""
+    """CORRECT: a loop written from scratch, a set for the positions inside spans, random ids with rng.choice over
+    the explicit pool 0..V-1 without mask_id ('uniform over 0..vocab_size-1 without mask_id' names no call; this
+    one happens to consume rng as rng.integers(0, V - 1) would)."""
     token_ids = np.asarray(token_ids)
     inputs = token_ids.copy()
     labels = np.full(token_ids.shape, -100, dtype=int)
@@ -1196,6 +1170,8 @@ def softmax_torch(x, axis=-1):
     """CORRECT: torch.softmax on a copy, NaN rows (all −inf) zeroed, back to a NumPy array of x's dtype."""
     import torch
     x = np.asarray(x)
+    if not np.issubdtype(x.dtype, np.floating):
+        x = x.astype(np.float64)
     t = torch.from_numpy(np.array(x, copy=True))
     out = torch.softmax(t, dim=axis)
     return torch.nan_to_num(out, nan=0.0).numpy()
@@ -1276,10 +1252,10 @@ def softmax_min_shift(x, axis=-1):
     entries span more than about 709 the largest exp overflows to inf and the weights become NaN; 'subtract the
     maximum along axis first'."""
     x = np.asarray(x)
-    finite = np.where(np.isfinite(x), x, np.nan)
+    finite = np.where(np.isfinite(x), x, np.inf)
     with np.errstate(over="ignore", invalid="ignore"):
-        m = np.nanmin(finite, axis=axis, keepdims=True)
-        m = np.where(np.isnan(m), 0, m)
+        m = np.min(finite, axis=axis, keepdims=True)
+        m = np.where(np.isinf(m), 0, m)
         e = np.exp(x - m)
         s = e.sum(axis=axis, keepdims=True)
         return e / np.where(s == 0, 1, s)
@@ -1309,7 +1285,7 @@ def sdpa_einsum(q, k, v, mask=None):
 
 def sdpa_torch(q, k, v, mask=None):
     """CORRECT: torch in float64 with masked_fill, torch.softmax, NaN rows (no allowed key) zeroed, converted back
-    to NumPy."""
+    to NumPy in the inputs' floating dtype."""
     import torch
     tq, tk, tv = (torch.as_tensor(np.asarray(a), dtype=torch.float64) for a in (q, k, v))
     scores = tq @ tk.transpose(-1, -2) / tq.shape[-1] ** 0.5
@@ -1317,24 +1293,27 @@ def sdpa_torch(q, k, v, mask=None):
         allowed = torch.as_tensor(np.asarray(mask, dtype=bool))
         scores = scores.masked_fill(~allowed, float("-inf"))
     w = torch.nan_to_num(torch.softmax(scores, dim=-1), nan=0.0)
-    return (w @ tv).numpy(), w.numpy()
+    dtype = np.result_type(np.asarray(q), np.asarray(k), np.asarray(v), np.float32)
+    return (w @ tv).numpy().astype(dtype), w.numpy().astype(dtype)
 
 
 def sdpa_any_allowed(q, k, v, mask=None):
-    """CORRECT: a finite fill (−1e30, far below any score) for the softmax, then the rows with no allowed key are
-    set to zero explicitly with np.any over the broadcast mask."""
+    """CORRECT: computed in float64 and cast back; a finite fill (−1e30, far below any score) for the softmax, the
+    masked entries zeroed after the exp, and the rows with no allowed key set to zero explicitly with np.any over
+    the broadcast mask."""
+    dtype = np.result_type(np.asarray(q), np.asarray(k), np.asarray(v), np.float32)
     q, k, v = np.asarray(q, float), np.asarray(k, float), np.asarray(v, float)
     scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
     if mask is None:
         w = _safe_softmax(scores)
-        return w @ v, w
+        return (w @ v).astype(dtype), w.astype(dtype)
     allowed = np.broadcast_to(np.asarray(mask, dtype=bool), scores.shape)
     filled = np.where(allowed, scores, -1e30)
     w = np.exp(filled - filled.max(axis=-1, keepdims=True))
     w = np.where(allowed, w, 0.0)
     w = w / np.maximum(w.sum(axis=-1, keepdims=True), np.finfo(float).tiny)
     w = np.where(allowed.any(axis=-1, keepdims=True), w, 0.0)
-    return w @ v, w
+    return (w @ v).astype(dtype), w.astype(dtype)
 
 
 def sdpa_nan_rows(q, k, v, mask=None):
@@ -1473,8 +1452,8 @@ def _mha(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None, fill="-inf", zero_em
     scores = q @ k.transpose(-1, -2) / (dk ** 0.5 if scale == "dk" else d ** 0.5)
     if mask is not None:
         m = torch.as_tensor(mask, device=scores.device).bool()
-        if unsqueeze_mask:
-            m = m.unsqueeze(1)
+        if unsqueeze_mask and m.dim() == 2:
+            m = m[:, None, None, :]
         scores = scores.masked_fill(~m, float("-inf") if fill == "-inf" else -1e9)
         weights = torch.softmax(scores, dim=-1)
         if zero_empty:
@@ -1563,8 +1542,9 @@ def mha_minus_1e9(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
 
 
 def mha_mask_unsqueezed(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
-    """WRONG: always inserts a head axis with mask.unsqueeze(1), assuming a (B, L_q, L_k) mask; a mask already
-    'broadcastable to (B, n_heads, L_q, L_k)', e.g. (B, 1, 1, L_k) or (L_q, L_k), lands on the wrong axes."""
+    """WRONG: reads a 2-D mask as a (B, L_k) key-padding mask and expands it to (B, 1, 1, L_k); the course's 2-D
+    mask is (L_q, L_k) (a causal mask), 'broadcastable to (B, n_heads, L_q, L_k)' as it is, so it lands on the
+    batch axis (an error, or a silent mix-up when B == L_q)."""
     return _mha(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask, unsqueeze_mask=True)
 
 
@@ -1630,7 +1610,7 @@ def _mlm(tokens, rng, vocab_size, mask_id, special_ids, p=0.15, pool="ordinary",
     elif pool == "batch":
         ids = np.unique(original[~special & (original != mask_id)])
     elif pool == "above_specials":
-        ids = np.arange(max(int(s) for s in special_ids) + 1, vocab_size)
+        ids = np.arange(len(list(special_ids)), vocab_size)
     elif pool == "everything":
         ids = np.arange(vocab_size)
     else:  # "not_mask_only"
@@ -1701,8 +1681,8 @@ def mlm_pool_from_batch(tokens, rng, vocab_size, mask_id, special_ids, p=0.15):
 
 
 def mlm_specials_lowest(tokens, rng, vocab_size, mask_id, special_ids, p=0.15):
-    """WRONG: assumes the special ids are the lowest ones and draws from max(special_ids)+1 .. vocab_size-1; where
-    an ordinary id lies below a special one it is never drawn."""
+    """WRONG: assumes the special ids are 0 .. len(special_ids)-1 and draws from len(special_ids) .. vocab_size-1;
+    where the specials sit elsewhere, specials can be drawn and the lowest ordinary ids never are."""
     return _mlm(tokens, rng, vocab_size, mask_id, special_ids, p, pool="above_specials")
 
 
@@ -1959,9 +1939,15 @@ def infilling_overlapping_spans(tokens, rng, mask_id, mask_ratio=0.3, poisson_la
 
 
 def infilling_floor_budget(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
-    """WRONG: int(mask_ratio * n) instead of round(mask_ratio * n): one token short whenever the fraction is .5 or
-    more."""
+    """WRONG: int(mask_ratio * n) instead of round(mask_ratio * n): one token short whenever the fraction part is
+    above .5 (e.g. n = 12 at 0.3: 3.6 -> 3 instead of 4)."""
     return _infill(tokens, rng, mask_id, mask_ratio, poisson_lambda, budget_fn=int)
+
+
+def infilling_round_half_up(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
+    """WRONG: rounds the budget half up with int(x + 0.5); the exercise says round(mask_ratio * n), and Python's
+    round sends halves to the even neighbour (n = 15 at 0.3: 4.5 -> 4, not 5)."""
+    return _infill(tokens, rng, mask_id, mask_ratio, poisson_lambda, budget_fn=lambda x: int(x + 0.5))
 
 
 def infilling_own_seed(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
@@ -2115,17 +2101,32 @@ def prefix_values_keys_swapped(q, k, v, prefix_k, prefix_v, mask=None):
 FRESH = {
     "check_alignment_precision_at_1": {
         "wrong": [
-            ("no unit rows", alignment_no_unit_rows, "It never scales the rows to length 1, so the fit and the search use raw dot products."),
-            ("zero row becomes NaN", alignment_zero_row_nan, "A zero row is divided by its zero length and becomes NaN, which np.argmax then picks as the nearest target."),
-            ("svd of Y.T @ X", alignment_svd_swapped, "It takes the SVD of Yᵀ X, which gives the transposed map, from the target space to the source space."),
-            ("search only the test targets", alignment_test_targets_only, "It searches only the test pairs' targets instead of the whole target table."),
-            ("mean over pairs", alignment_per_pair, "It averages over test pairs instead of distinct test sources, so a source with two translations counts twice."),
-            ("argmax on the wrong axis", alignment_argmax_wrong_axis, "It takes the argmax over the sources instead of over the targets."),
-            ("lists of tuples crash", alignment_needs_arrays, "It indexes the pairs as arrays and crashes on the lists of (source, target) tuples the exercise allows."),
-            ("last translation only", alignment_last_translation_only, "It keeps only one translation per source, so a source whose nearest target is its other translation counts as wrong."),
-            ("train targets excluded", alignment_exclude_train_targets, "It removes the train pairs' targets from the candidates, though the nearest target is searched in the whole table."),
-            ("invented cosine threshold", alignment_cosine_threshold, "It also requires the best cosine to be above 0.5, a threshold the exercise does not have."),
-            ("rotation fitted on raw rows", alignment_fit_on_raw_rows, "It fits the rotation on the raw rows instead of the unit rows."),
+            ("no unit rows", alignment_no_unit_rows,
+             "It never scales the rows to length 1, so the fit and the search use raw dot products."),
+            ("zero row becomes NaN", alignment_zero_row_nan,
+             "A zero row is divided by its zero length and becomes NaN, which np.argmax then picks as the nearest "
+             "target."),
+            ("svd of Y.T @ X", alignment_svd_swapped,
+             "It takes the SVD of Yᵀ X, which gives the transposed map, from the target space to the source space."),
+            ("search only the test targets", alignment_test_targets_only,
+             "It searches only the test pairs' targets instead of the whole target table."),
+            ("mean over pairs", alignment_per_pair,
+             "It averages over test pairs instead of distinct test sources, so a source with two translations counts "
+             "twice."),
+            ("argmax on the wrong axis", alignment_argmax_wrong_axis,
+             "It takes the argmax over the sources instead of over the targets."),
+            ("lists of tuples crash", alignment_needs_arrays,
+             "It indexes the pairs as arrays and crashes on the lists of (source, target) tuples the exercise allows."),
+            ("last translation only", alignment_last_translation_only,
+             "It keeps only one translation per source, so a source whose nearest target is its other translation "
+             "counts as wrong."),
+            ("train targets excluded", alignment_exclude_train_targets,
+             "It removes the train pairs' targets from the candidates, though the nearest target is searched in the "
+             "whole table."),
+            ("invented cosine threshold", alignment_cosine_threshold,
+             "It also requires the best cosine to be above 0.5, a threshold the exercise does not have."),
+            ("rotation fitted on raw rows", alignment_fit_on_raw_rows,
+             "It fits the rotation on the raw rows instead of the unit rows."),
         ],
         "correct": [
             ("loop with a dict of translations", alignment_loop_dict),
@@ -2134,21 +2135,38 @@ FRESH = {
     },
     "check_whole_entity_mask": {
         "wrong": [
-            ("u per token", entity_mask_u_per_token, "It draws u for every token of a unit, so an entity is no longer masked, replaced or kept as a whole."),
-            ("random id may be mask_id", entity_mask_random_may_be_mask, "Its random ids are drawn from the whole vocabulary, so mask_id can be drawn."),
-            ("one random id per unit", entity_mask_one_random_id_per_unit, "It gives every token of a replaced unit the same random id instead of one each."),
-            ("stops at the first misfit", entity_mask_stop_at_first_misfit, "It stops at the first unit that does not fit instead of skipping it and trying shorter units later."),
-            ("budget shared by the batch", entity_mask_budget_per_batch, "It spends one budget over the whole batch instead of one per row."),
-            ("single tokens are not units", entity_mask_spans_only, "It only ever masks entity spans; single positions outside the spans are units too."),
-            ("units not shuffled", entity_mask_no_shuffle, "It takes the units left to right instead of in the order of rng.permutation."),
-            ("own fixed-seed generator", entity_mask_own_seed, "It draws from a fixed-seed generator of its own instead of the rng it is given."),
-            ("random and keep branches swapped", entity_mask_random_and_keep_swapped, "It keeps the unit for 0.8 ≤ u < 0.9 and replaces it for u ≥ 0.9, the two branches swapped."),
-            ("labels only where changed", entity_mask_labels_only_changed, "It leaves the labels at -100 on a taken unit that stayed unchanged."),
-            ("changes token_ids in place", entity_mask_in_place, "It writes the masks into token_ids instead of a new array."),
-            ("span end included", entity_mask_end_inclusive, "It treats a span's end as included, so every entity takes one token too many."),
-            ("strict fit", entity_mask_strict_fit, "It takes a unit only if it is strictly shorter than what is left, so the budget is never filled exactly."),
-            ("pool from the batch", entity_mask_pool_from_batch, "It draws random ids only from the ids seen in the batch instead of the whole vocabulary without mask_id."),
-            ("80/10 shares swapped", entity_mask_shares_swapped, "It masks 10% of the units and replaces 80% with random ids, the shares swapped."),
+            ("u per token", entity_mask_u_per_token,
+             "It draws u for every token of a unit, so an entity is no longer masked, replaced or kept as a whole."),
+            ("random id may be mask_id", entity_mask_random_may_be_mask,
+             "Its random ids are drawn from the whole vocabulary, so mask_id can be drawn."),
+            ("one random id per unit", entity_mask_one_random_id_per_unit,
+             "It gives every token of a replaced unit the same random id instead of one each."),
+            ("stops at the first misfit", entity_mask_stop_at_first_misfit,
+             "It stops at the first unit that does not fit instead of skipping it and trying shorter units later."),
+            ("budget shared by the batch", entity_mask_budget_per_batch,
+             "It spends one budget over the whole batch instead of one per row."),
+            ("single tokens are not units", entity_mask_spans_only,
+             "It only ever masks entity spans; single positions outside the spans are units too."),
+            ("units not shuffled", entity_mask_no_shuffle,
+             "It takes the units left to right instead of in the order of rng.permutation."),
+            ("own fixed-seed generator", entity_mask_own_seed,
+             "It draws from a fixed-seed generator of its own instead of the rng it is given."),
+            ("random and keep branches swapped", entity_mask_random_and_keep_swapped,
+             "It keeps the unit for 0.8 ≤ u < 0.9 and replaces it for u ≥ 0.9, the two branches swapped."),
+            ("labels only where changed", entity_mask_labels_only_changed,
+             "It leaves the labels at -100 on a taken unit that stayed unchanged."),
+            ("changes token_ids in place", entity_mask_in_place,
+             "It writes the masks into token_ids instead of a new array."),
+            ("span end included", entity_mask_end_inclusive,
+             "It treats a span's end as included, so every entity takes one token too many."),
+            ("strict fit", entity_mask_strict_fit,
+             "It takes a unit only if it is strictly shorter than what is left, so the budget is never filled "
+             "exactly."),
+            ("pool from the batch", entity_mask_pool_from_batch,
+             "It draws random ids only from the ids seen in the batch instead of the whole vocabulary without "
+             "mask_id."),
+            ("80/10 shares swapped", entity_mask_shares_swapped,
+             "It masks 10% of the units and replaces 80% with random ids, the shares swapped."),
         ],
         "correct": [
             ("spans then singles, as listed", entity_mask_literal),
@@ -2159,13 +2177,20 @@ FRESH = {
     "check_unfreezing_groups": {
         "wrong": [
             ("bottom-up", unfreezing_bottom_up, "It unfreezes from the embeddings up instead of from the head down."),
-            ("frozen groups left out", unfreezing_frozen_left_out, "It leaves frozen groups out of the dict instead of giving them 0.0."),
-            ("decay the wrong way", unfreezing_decay_reversed, "It gives the embeddings the full rate and the head the most decayed one."),
-            ("unfreezes one step late", unfreezing_strictly_after, "Group k starts one step after k * unfreeze_every instead of at it."),
-            ("layers named from 1", unfreezing_one_based_names, "It names the layers layer.n_layers ... layer.1 instead of layer.n_layers-1 ... layer.0."),
-            ("divides by unfreeze_every", unfreezing_divides_by_every, "It divides by unfreeze_every and crashes when it is 0."),
-            ("exponent k + 1", unfreezing_exponent_off_by_one, "Its exponent is off by one, so even the head gets a decayed rate."),
-            ("top layer with the head", unfreezing_head_and_top_together, "It starts the top layer at step 0 with the head, one group ahead of the schedule."),
+            ("frozen groups left out", unfreezing_frozen_left_out,
+             "It leaves frozen groups out of the dict instead of giving them 0.0."),
+            ("decay the wrong way", unfreezing_decay_reversed,
+             "It gives the embeddings the full rate and the head the most decayed one."),
+            ("unfreezes one step late", unfreezing_strictly_after,
+             "Group k starts one step after k * unfreeze_every instead of at it."),
+            ("layers named from 1", unfreezing_one_based_names,
+             "It names the layers layer.n_layers ... layer.1 instead of layer.n_layers-1 ... layer.0."),
+            ("divides by unfreeze_every", unfreezing_divides_by_every,
+             "It divides by unfreeze_every and crashes when it is 0."),
+            ("exponent k + 1", unfreezing_exponent_off_by_one,
+             "Its exponent is off by one, so even the head gets a decayed rate."),
+            ("top layer with the head", unfreezing_head_and_top_together,
+             "It starts the top layer at step 0 with the head, one group ahead of the schedule."),
             ("frozen rate None", unfreezing_frozen_none, "It gives a frozen group None instead of 0.0."),
         ],
         "correct": [
@@ -2175,14 +2200,22 @@ FRESH = {
     },
     "check_patchify": {
         "wrong": [
-            ("column-major patches", patchify_column_major, "It orders the patches column by column instead of row by row."),
-            ("channel-last flattening", patchify_channel_last, "It flattens each patch row, column, channel instead of channel, row, column."),
-            ("one plain reshape", patchify_plain_reshape, "It cuts the image with a single reshape, which takes runs of pixels, not squares."),
-            ("crops instead of raising", patchify_crops_silently, "It crops an image whose size is not a multiple of the patch instead of raising ValueError."),
+            ("column-major patches", patchify_column_major,
+             "It orders the patches column by column instead of row by row."),
+            ("channel-last flattening", patchify_channel_last,
+             "It flattens each patch row, column, channel instead of channel, row, column."),
+            ("one plain reshape", patchify_plain_reshape,
+             "It cuts the image with a single reshape, which takes runs of pixels, not squares."),
+            ("crops instead of raising", patchify_crops_silently,
+             "It crops an image whose size is not a multiple of the patch instead of raising ValueError."),
             ("cast to float64", patchify_float_cast, "It returns float64 instead of keeping the images' dtype."),
-            ("checks the height only", patchify_checks_height_only, "It checks only the height and silently drops the last columns when the width is not a multiple of the patch."),
-            ("pixel row and column swapped", patchify_pixels_transposed, "It flattens each patch column before row, a transposed patch."),
-            ("assert instead of ValueError", patchify_assert, "It raises AssertionError instead of ValueError for a bad size."),
+            ("checks the height only", patchify_checks_height_only,
+             "It checks only the height and silently drops the last columns when the width is not a multiple of the "
+             "patch."),
+            ("pixel row and column swapped", patchify_pixels_transposed,
+             "It flattens each patch column before row, a transposed patch."),
+            ("assert instead of ValueError", patchify_assert,
+             "It raises AssertionError instead of ValueError for a bad size."),
         ],
         "correct": [
             ("torch permute, dtype back", patchify_torch_permute),
@@ -2191,12 +2224,15 @@ FRESH = {
     },
     "check_joint_attention_mask": {
         "wrong": [
-            ("no diagonal for padding", joint_mask_no_diagonal, "Padding rows are left empty; a padding position must attend to itself."),
+            ("no diagonal for padding", joint_mask_no_diagonal,
+             "Padding rows are left empty; a padding position must attend to itself."),
             ("image before text", joint_mask_image_first, "It puts the image positions before the text positions."),
-            ("keys only", joint_mask_keys_only, "It masks only padding keys, so a padding query attends to every real token instead of itself only."),
+            ("keys only", joint_mask_keys_only,
+             "It masks only padding keys, so a padding query attends to every real token instead of itself only."),
             ("integer mask", joint_mask_int_dtype, "It returns 0/1 integers instead of a boolean array."),
             ("or instead of and", joint_mask_or, "It allows a pair when either token is real instead of both."),
-            ("padding assumed at the end", joint_mask_trailing_padding, "It assumes padding sits at the end of each row and rebuilds the masks from their lengths."),
+            ("padding assumed at the end", joint_mask_trailing_padding,
+             "It assumes padding sits at the end of each row and rebuilds the masks from their lengths."),
             ("head axis added", joint_mask_head_axis, "It returns (B, 1, L, L) with a head axis instead of (B, L, L)."),
         ],
         "correct": [
@@ -2208,14 +2244,22 @@ FRESH = {
     "check_clip_loss": {
         "wrong": [
             ("no normalisation", clip_no_normalisation, "It uses raw dot products instead of cosine similarities."),
-            ("image-to-text only", clip_one_direction, "It returns only the image-to-text loss instead of the mean of both directions."),
-            ("sum of the directions", clip_sum_of_directions, "It adds the two directions' losses instead of averaging them."),
-            ("global max shift", clip_global_max_shift, "It subtracts the single largest logit of the matrix instead of each row's and column's, which underflows at small temperatures."),
-            ("zero row NaN", clip_zero_row_nan, "A zero embedding is divided by its zero norm and the loss becomes NaN."),
-            ("no max shift", clip_no_max_shift, "It exponentiates the logits without subtracting the max and overflows at small temperatures."),
-            ("times the temperature", clip_times_temperature, "It multiplies the cosines by the temperature instead of dividing by it."),
+            ("image-to-text only", clip_one_direction,
+             "It returns only the image-to-text loss instead of the mean of both directions."),
+            ("sum of the directions", clip_sum_of_directions,
+             "It adds the two directions' losses instead of averaging them."),
+            ("global max shift", clip_global_max_shift,
+             "It subtracts the single largest logit of the matrix instead of each row's and column's, which "
+             "underflows at small temperatures."),
+            ("zero row NaN", clip_zero_row_nan,
+             "A zero embedding is divided by its zero norm and the loss becomes NaN."),
+            ("no max shift", clip_no_max_shift,
+             "It exponentiates the logits without subtracting the max and overflows at small temperatures."),
+            ("times the temperature", clip_times_temperature,
+             "It multiplies the cosines by the temperature instead of dividing by it."),
             ("per-pair losses", clip_per_pair, "It returns the per-pair losses instead of one float."),
-            ("columns normalised", clip_normalise_columns, "It normalises each feature over the batch instead of each embedding to length 1."),
+            ("columns normalised", clip_normalise_columns,
+             "It normalises each feature over the batch instead of each embedding to length 1."),
         ],
         "correct": [
             ("np.logaddexp.reduce", clip_logaddexp_reduce),
@@ -2225,14 +2269,21 @@ FRESH = {
     },
     "check_sft_loss": {
         "wrong": [
-            ("no shift", sft_no_shift, "It scores each token with its own position's logits instead of the previous position's."),
-            ("mask not shifted", sft_mask_not_shifted, "It shifts the targets but reads answer_mask at t instead of t + 1."),
-            ("mean of row means", sft_mean_of_row_means, "It averages each row first, so short answers weigh as much as long ones."),
-            ("0 / 0 with no answer", sft_zero_division, "It divides by a zero count and returns NaN when no token is counted instead of 0.0."),
-            ("log of a softmax", sft_log_of_softmax, "It takes the log of a softmax, which is -inf for probabilities that underflow at large logits."),
-            ("mean over all positions", sft_mean_over_all_positions, "It divides by every position instead of by the number of counted tokens."),
+            ("no shift", sft_no_shift,
+             "It scores each token with its own position's logits instead of the previous position's."),
+            ("mask not shifted", sft_mask_not_shifted,
+             "It shifts the targets but reads answer_mask at t instead of t + 1."),
+            ("mean of row means", sft_mean_of_row_means,
+             "It averages each row first, so short answers weigh as much as long ones."),
+            ("0 / 0 with no answer", sft_zero_division,
+             "It divides by a zero count and returns NaN when no token is counted instead of 0.0."),
+            ("log of a softmax", sft_log_of_softmax,
+             "It takes the log of a softmax, which is -inf for probabilities that underflow at large logits."),
+            ("mean over all positions", sft_mean_over_all_positions,
+             "It divides by every position instead of by the number of counted tokens."),
             ("float32 arithmetic", sft_float32, "It computes in float32 instead of float64."),
-            ("shift the wrong way", sft_shift_reversed, "It shifts the other way, so each position predicts the token before it."),
+            ("shift the wrong way", sft_shift_reversed,
+             "It shifts the other way, so each position predicts the token before it."),
         ],
         "correct": [
             ("take_along_axis", sft_take_along),
@@ -2242,13 +2293,17 @@ FRESH = {
     },
     "check_bradley_terry_loss": {
         "wrong": [
-            ("log of 1 / (1 + exp(-x))", bt_naive_log_sigmoid, "It computes log σ as the log of 1 / (1 + exp(-x)), which is -inf at a margin of -1000."),
-            ("exp(x) / (1 + exp(x))", bt_exp_ratio, "It computes σ as exp(x) / (1 + exp(x)), which is NaN at a margin of +1000."),
+            ("log of 1 / (1 + exp(-x))", bt_naive_log_sigmoid,
+             "It computes log σ as the log of 1 / (1 + exp(-x)), which is -inf at a margin of -1000."),
+            ("exp(x) / (1 + exp(x))", bt_exp_ratio,
+             "It computes σ as exp(x) / (1 + exp(x)), which is NaN at a margin of +1000."),
             ("chosen and rejected swapped", bt_swapped, "It swaps the chosen and the rejected rewards."),
             ("sum instead of mean", bt_sum, "It sums the pairs' losses instead of averaging them."),
-            ("log1p(exp(-x))", bt_log1p_exp, "It uses log1p(exp(-x)) without a stable branch, which is inf at a margin of -1000."),
+            ("log1p(exp(-x))", bt_log1p_exp,
+             "It uses log1p(exp(-x)) without a stable branch, which is inf at a margin of -1000."),
             ("sign flipped", bt_sign, "It returns the log-likelihood instead of its negative."),
-            ("margin clipped", bt_clipped_margin, "It clips the margin to ±50, which changes the loss at large margins."),
+            ("margin clipped", bt_clipped_margin,
+             "It clips the margin to ±50, which changes the loss at large margins."),
         ],
         "correct": [
             ("np.logaddexp", bt_logaddexp),
@@ -2259,12 +2314,17 @@ FRESH = {
     "check_dpo_loss": {
         "wrong": [
             ("beta hard-coded", dpo_beta_hard_coded, "It always uses beta = 0.1 and ignores the beta passed in."),
-            ("beta on the policy only", dpo_beta_on_policy_only, "It multiplies only the policy's log-probabilities by beta, not the reference's."),
+            ("beta on the policy only", dpo_beta_on_policy_only,
+             "It multiplies only the policy's log-probabilities by beta, not the reference's."),
             ("chosen and rejected swapped", dpo_swapped, "It swaps the chosen and the rejected answers in the margin."),
-            ("naive log sigmoid", dpo_naive_sigmoid, "It takes the log of 1 / (1 + exp(-z)), which is -inf at a margin of -1000."),
-            ("divides by beta", dpo_divides_by_beta, "It divides the log-ratio difference by beta instead of multiplying by it."),
-            ("returns the rewards too", dpo_returns_rewards, "It returns a tuple with the rewards instead of the loss as a float."),
-            ("references paired wrongly", dpo_wrong_pairing, "It subtracts each answer's log-probability under the reference from the other answer's policy term."),
+            ("naive log sigmoid", dpo_naive_sigmoid,
+             "It takes the log of 1 / (1 + exp(-z)), which is -inf at a margin of -1000."),
+            ("divides by beta", dpo_divides_by_beta,
+             "It divides the log-ratio difference by beta instead of multiplying by it."),
+            ("returns the rewards too", dpo_returns_rewards,
+             "It returns a tuple with the rewards instead of the loss as a float."),
+            ("references paired wrongly", dpo_wrong_pairing,
+             "It subtracts each answer's log-probability under the reference from the other answer's policy term."),
             ("beta applied twice", dpo_beta_squared, "It applies beta to each reward and again to their difference."),
         ],
         "correct": [
@@ -2275,13 +2335,19 @@ FRESH = {
     },
     "check_softmax": {
         "wrong": [
-            ("no max shift", softmax_no_shift, "It exponentiates without subtracting the max, so large scores overflow."),
-            ("NaN for an all -inf slice", softmax_nan_all_masked, "It returns NaN for a slice that is entirely -inf instead of zeros."),
-            ("global max", softmax_global_max, "It subtracts the array's overall max instead of each slice's, so slices far below it underflow to NaN."),
-            ("last axis only", softmax_last_axis_only, "It always normalises the last axis and ignores the axis argument."),
+            ("no max shift", softmax_no_shift,
+             "It exponentiates without subtracting the max, so large scores overflow."),
+            ("NaN for an all -inf slice", softmax_nan_all_masked,
+             "It returns NaN for a slice that is entirely -inf instead of zeros."),
+            ("global max", softmax_global_max,
+             "It subtracts the array's overall max instead of each slice's, so slices far below it underflow to NaN."),
+            ("last axis only", softmax_last_axis_only,
+             "It always normalises the last axis and ignores the axis argument."),
             ("modifies x", softmax_in_place, "It changes the input array in place."),
-            ("-inf replaced by -1e9", softmax_large_negative, "It replaces -inf with -1e9, so an all -inf slice comes out uniform instead of zero."),
-            ("min instead of max", softmax_min_shift, "It subtracts the minimum instead of the maximum, so slices with a wide range overflow."),
+            ("-inf replaced by -1e9", softmax_large_negative,
+             "It replaces -inf with -1e9, so an all -inf slice comes out uniform instead of zero."),
+            ("min instead of max", softmax_min_shift,
+             "It subtracts the minimum instead of the maximum, so slices with a wide range overflow."),
         ],
         "correct": [
             ("finite max, zero sum guarded", softmax_masked_max),
@@ -2292,15 +2358,25 @@ FRESH = {
     },
     "check_scaled_dot_product_attention": {
         "wrong": [
-            ("NaN for a fully masked query", sdpa_nan_rows, "A query with no allowed key gets NaN instead of zero weights and a zero output."),
-            ("mask applied after softmax", sdpa_mask_after_softmax, "It masks the weights after the softmax without renormalising, so rows no longer sum to 1."),
-            ("mask after softmax, renormalised", sdpa_renormalise_after_softmax, "It masks after the softmax and renormalises, which fails when a masked score dominates and the allowed weights underflow."),
-            ("boolean indexing", sdpa_boolean_index, "It indexes the scores with the mask, which fails for masks that only broadcast to the scores' shape."),
+            ("NaN for a fully masked query", sdpa_nan_rows,
+             "A query with no allowed key gets NaN instead of zero weights and a zero output."),
+            ("mask applied after softmax", sdpa_mask_after_softmax,
+             "It masks the weights after the softmax without renormalising, so rows no longer sum to 1."),
+            ("mask after softmax, renormalised", sdpa_renormalise_after_softmax,
+             "It masks after the softmax and renormalises, which fails when a masked score dominates and the allowed "
+             "weights underflow."),
+            ("boolean indexing", sdpa_boolean_index,
+             "It indexes the scores with the mask, which fails for masks that only broadcast to the scores' shape."),
             ("divides by d_k", sdpa_divide_by_dk, "It divides the scores by d_k instead of by its square root."),
-            ("-1e9 fill", sdpa_minus_1e9, "It fills masked scores with -1e9, so a fully masked query gets uniform weights instead of zeros."),
-            ("score 0 read as masked", sdpa_zero_means_masked, "It multiplies the scores by the mask and treats any score of exactly 0 as masked, so genuine zero scores are masked too."),
-            ("softmax over queries", sdpa_softmax_over_queries, "It takes the softmax over the queries instead of over the keys."),
-            ("boolean mask added", sdpa_additive_bool, "It adds the boolean mask to the scores instead of setting disallowed scores to -inf."),
+            ("-1e9 fill", sdpa_minus_1e9,
+             "It fills masked scores with -1e9, so a fully masked query gets uniform weights instead of zeros."),
+            ("score 0 read as masked", sdpa_zero_means_masked,
+             "It multiplies the scores by the mask and treats any score of exactly 0 as masked, so genuine zero "
+             "scores are masked too."),
+            ("softmax over queries", sdpa_softmax_over_queries,
+             "It takes the softmax over the queries instead of over the keys."),
+            ("boolean mask added", sdpa_additive_bool,
+             "It adds the boolean mask to the scores instead of setting disallowed scores to -inf."),
             ("mask inverted", sdpa_mask_inverted, "It treats True as blocked instead of allowed."),
         ],
         "correct": [
@@ -2311,13 +2387,21 @@ FRESH = {
     },
     "check_multi_head_attention": {
         "wrong": [
-            ("NaN for a fully masked query", mha_softmax_nan, "A query whose keys are all masked gets NaN weights and output instead of zeros."),
-            ("heads averaged", mha_heads_averaged, "It returns weights averaged over the heads instead of one set per head."),
-            ("scaled by d_model", mha_scale_d_model, "It divides the scores by the square root of d_model instead of the head dimension."),
-            ("reshape without transpose", mha_direct_reshape, "It reshapes straight to (B, h, L, d_k), which mixes positions into heads."),
-            ("-1e9 fill", mha_minus_1e9, "It fills masked scores with -1e9, so a fully masked query gets uniform weights and the values' average instead of zeros."),
-            ("mask always unsqueezed", mha_mask_unsqueezed, "It always inserts a head axis into the mask, so masks of other broadcastable shapes land on the wrong axes."),
-            ("softmax in NumPy", mha_numpy_softmax, "It computes the attention weights in NumPy, which cuts the gradients through them."),
+            ("NaN for a fully masked query", mha_softmax_nan,
+             "A query whose keys are all masked gets NaN weights and output instead of zeros."),
+            ("heads averaged", mha_heads_averaged,
+             "It returns weights averaged over the heads instead of one set per head."),
+            ("scaled by d_model", mha_scale_d_model,
+             "It divides the scores by the square root of d_model instead of the head dimension."),
+            ("reshape without transpose", mha_direct_reshape,
+             "It reshapes straight to (B, h, L, d_k), which mixes positions into heads."),
+            ("-1e9 fill", mha_minus_1e9,
+             "It fills masked scores with -1e9, so a fully masked query gets uniform weights and the values' average "
+             "instead of zeros."),
+            ("2-D mask read as padding", mha_mask_unsqueezed,
+             "It treats a 2-D (L_q, L_k) mask as a (B, L_k) padding mask, so the mask lands on the batch axis."),
+            ("softmax in NumPy", mha_numpy_softmax,
+             "It computes the attention weights in NumPy, which cuts the gradients through them."),
             ("no output projection", mha_no_output_projection, "It forgets the final multiplication by w_o."),
             ("keys from the queries", mha_keys_from_queries, "It computes keys and values from x_q instead of x_kv."),
         ],
@@ -2329,20 +2413,32 @@ FRESH = {
     },
     "check_mlm_mask": {
         "wrong": [
-            ("pool from the batch", mlm_pool_from_batch, "It draws random replacements only from ids that occur in the batch instead of all ordinary ids."),
-            ("specials assumed lowest", mlm_specials_lowest, "It assumes the special ids are the lowest ids and never draws ordinary ids below them."),
-            ("random from the whole vocabulary", mlm_random_any_id, "Its random replacements can be special ids or mask_id."),
-            ("own fixed-seed generator", mlm_own_seed, "It draws from a fixed-seed generator of its own instead of the rng it is given."),
-            ("exact count", mlm_exact_count, "It chooses exactly 15% of the ordinary tokens instead of each one independently with probability p."),
+            ("pool from the batch", mlm_pool_from_batch,
+             "It draws random replacements only from ids that occur in the batch instead of all ordinary ids."),
+            ("specials assumed lowest", mlm_specials_lowest,
+             "It assumes the special ids are the lowest ids, so where they are not, it draws special ids and never "
+             "the lowest ordinary ones."),
+            ("random from the whole vocabulary", mlm_random_any_id,
+             "Its random replacements can be special ids or mask_id."),
+            ("own fixed-seed generator", mlm_own_seed,
+             "It draws from a fixed-seed generator of its own instead of the rng it is given."),
+            ("exact count", mlm_exact_count,
+             "It chooses exactly 15% of the ordinary tokens instead of each one independently with probability p."),
             ("specials masked", mlm_masks_specials, "It can choose special tokens such as [CLS], [SEP] and padding."),
-            ("labels only where changed", mlm_labels_only_changed, "It leaves the labels at -100 on chosen tokens that stayed unchanged."),
-            ("labels from the inputs", mlm_labels_from_inputs, "Its labels hold the corrupted input token instead of the original."),
+            ("labels only where changed", mlm_labels_only_changed,
+             "It leaves the labels at -100 on chosen tokens that stayed unchanged."),
+            ("labels from the inputs", mlm_labels_from_inputs,
+             "Its labels hold the corrupted input token instead of the original."),
             ("corrupts tokens in place", mlm_in_place, "It changes the tokens array it was given instead of a copy."),
-            ("random never the original", mlm_random_never_original, "It redraws a random replacement that equals the original token, which the uniform draw allows."),
+            ("random never the original", mlm_random_never_original,
+             "It redraws a random replacement that equals the original token, which the uniform draw allows."),
             ("p hard-coded", mlm_p_hard_coded, "It always uses 0.15 and ignores the p passed in."),
-            ("np.isin on a set", mlm_isin_set, "It passes special_ids straight to np.isin, which finds nothing when they come as a set."),
-            ("mask_id in the pool", mlm_mask_id_in_pool, "It leaves mask_id in the pool of random replacements when mask_id is not among the special ids."),
-            ("80/10 shares swapped", mlm_shares_swapped, "It masks 10% of the chosen tokens and replaces 80% with random ones, the shares swapped."),
+            ("np.isin on a set", mlm_isin_set,
+             "It passes special_ids straight to np.isin, which finds nothing when they come as a set."),
+            ("mask_id in the pool", mlm_mask_id_in_pool,
+             "It leaves mask_id in the pool of random replacements when mask_id is not among the special ids."),
+            ("80/10 shares swapped", mlm_shares_swapped,
+             "It masks 10% of the chosen tokens and replaces 80% with random ones, the shares swapped."),
         ],
         "correct": [
             ("vectorised, two draws", mlm_straight),
@@ -2352,19 +2448,34 @@ FRESH = {
     },
     "check_text_infilling": {
         "wrong": [
-            ("one mask per token", infilling_mask_per_token, "It puts one mask per removed token instead of one mask per span."),
-            ("no zero-length spans", infilling_no_zero_length, "It turns a zero length into a span of one instead of inserting a mask."),
-            ("overlapping spans", infilling_overlapping_spans, "It lets spans overlap, so they merge and fewer tokens than the budget are removed."),
-            ("floor of the budget", infilling_floor_budget, "It covers int(mask_ratio * n) tokens instead of round(mask_ratio * n)."),
-            ("own fixed-seed generator", infilling_own_seed, "It draws from a fixed-seed generator of its own instead of the rng it is given."),
-            ("starts clipped to the end", infilling_clipped_starts, "Its starts are not uniform: clipping them piles spans up at the end of the sequence."),
-            ("last start never drawn", infilling_end_never_reached, "An off-by-one in the start range means no span ends at the last token."),
-            ("length not cut", infilling_length_not_cut, "It does not cut the last span to the tokens still to cover, so too many tokens are removed."),
-            ("zero length replaces a token", infilling_zero_length_replaces, "A zero-length span replaces a token with a mask instead of inserting a mask."),
-            ("fixed span length", infilling_fixed_length, "Every span has the fixed length round(poisson_lambda) instead of a Poisson draw."),
-            ("inserted masks at the end", infilling_inserts_at_end, "It puts the inserted masks at the end of the output instead of at their gaps."),
-            ("lambda hard-coded", infilling_lambda_hard_coded, "It always draws lengths with mean 3 and ignores the poisson_lambda passed in."),
-            ("adjacent spans share a mask", infilling_adjacent_spans_merged, "Two spans that touch get one mask between them instead of one each."),
+            ("one mask per token", infilling_mask_per_token,
+             "It puts one mask per removed token instead of one mask per span."),
+            ("no zero-length spans", infilling_no_zero_length,
+             "It turns a zero length into a span of one instead of inserting a mask."),
+            ("overlapping spans", infilling_overlapping_spans,
+             "It lets spans overlap, so they merge and fewer tokens than the budget are removed."),
+            ("floor of the budget", infilling_floor_budget,
+             "It covers int(mask_ratio * n) tokens instead of round(mask_ratio * n)."),
+            ("budget rounded half up", infilling_round_half_up,
+             "It rounds the number of tokens to cover half up instead of with round(), so halves round the other way."),
+            ("own fixed-seed generator", infilling_own_seed,
+             "It draws from a fixed-seed generator of its own instead of the rng it is given."),
+            ("starts clipped to the end", infilling_clipped_starts,
+             "Its starts are not uniform: clipping them piles spans up at the end of the sequence."),
+            ("last start never drawn", infilling_end_never_reached,
+             "An off-by-one in the start range means no span ends at the last token."),
+            ("length not cut", infilling_length_not_cut,
+             "It does not cut the last span to the tokens still to cover, so too many tokens are removed."),
+            ("zero length replaces a token", infilling_zero_length_replaces,
+             "A zero-length span replaces a token with a mask instead of inserting a mask."),
+            ("fixed span length", infilling_fixed_length,
+             "Every span has the fixed length round(poisson_lambda) instead of a Poisson draw."),
+            ("inserted masks at the end", infilling_inserts_at_end,
+             "It puts the inserted masks at the end of the output instead of at their gaps."),
+            ("lambda hard-coded", infilling_lambda_hard_coded,
+             "It always draws lengths with mean 3 and ignores the poisson_lambda passed in."),
+            ("adjacent spans share a mask", infilling_adjacent_spans_merged,
+             "Two spans that touch get one mask between them instead of one each."),
         ],
         "correct": [
             ("rejection sampling of starts", infilling_rejection),
@@ -2374,11 +2485,16 @@ FRESH = {
     },
     "check_attention_with_prefix": {
         "wrong": [
-            ("prefix after the sentence", prefix_appended_after, "It puts the prefix columns after the sentence's instead of first."),
-            ("prefix masked out", prefix_masked_out, "It pads the mask with False, so with a mask no query can see the prefix."),
-            ("mask not broadcast", prefix_mask_not_broadcast, "It concatenates onto the mask as given and crashes unless the mask has the full shape."),
-            ("two softmaxes averaged", prefix_two_softmaxes, "It runs one softmax over the prefix and another over the sentence instead of one over both."),
-            ("prefix keys and values swapped", prefix_values_keys_swapped, "It puts the prefix values in front of the keys and the prefix keys in front of the values."),
+            ("prefix after the sentence", prefix_appended_after,
+             "It puts the prefix columns after the sentence's instead of first."),
+            ("prefix masked out", prefix_masked_out,
+             "It pads the mask with False, so with a mask no query can see the prefix."),
+            ("mask not broadcast", prefix_mask_not_broadcast,
+             "It concatenates onto the mask as given and crashes unless the mask has the full shape."),
+            ("two softmaxes averaged", prefix_two_softmaxes,
+             "It runs one softmax over the prefix and another over the sentence instead of one over both."),
+            ("prefix keys and values swapped", prefix_values_keys_swapped,
+             "It puts the prefix values in front of the keys and the prefix keys in front of the values."),
         ],
         "correct": [
             ("broadcast_to and ref attention", prefix_broadcast_ref),

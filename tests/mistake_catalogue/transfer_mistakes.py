@@ -319,7 +319,7 @@ def _entity(budget_rule="skip", per_token=False, mask_in_pool=False, no_shuffle=
                 s, e = units[k]
                 if partial and e - s > left and left > 0:
                     e = s + left  # a piece of the entity
-                if e - s > left:
+                if e - s > left or (budget_rule == "strict" and e - s == left):
                     if budget_rule == "stop":
                         break
                     continue
@@ -388,6 +388,7 @@ def entity_course_ref(token_ids, entity_spans, budget, rng, mask_id, vocab_size)
 
 
 ENTITY_MISTAKES = [
+    ("a unit that fits exactly left out (< instead of <=)", _entity(budget_rule="strict"), "(<=, not <)"),
     ("random pool from the batch", _entity(pool_from_batch=True), "not the ids seen in the tokens"),
     ("random pool above mask_id", _entity(pool_above_mask=True), "mask_id need not be the lowest id"),
     ("one random id for a whole unit", _entity(one_id=True), "each token of a unit draws its own random id"),
