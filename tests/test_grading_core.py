@@ -513,3 +513,17 @@ def test_an_underdrawn_group_alarms_no_more_often_than_stated_for_honest_draws(m
     assert alarms / 4000 <= 0.01 * 1.25
     old = rng.choice(allowed, 60)
     assert core.underdrawn(rng.choice(np.arange(4, 9), 60), old, allowed, groups)[0] == "low ids"
+
+
+def test_numpy_warnings_of_an_answer_do_not_print_above_the_check_s_sentence():
+    import warnings
+
+    def naive(x, axis=-1):  # overflows at large logits: NumPy warns
+        e = np.exp(x)
+        return e / e.sum(axis=axis, keepdims=True)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(core.CheckFailed):
+            judging.check_softmax(naive)
+    assert [w for w in caught if issubclass(w.category, RuntimeWarning)] == []
