@@ -104,3 +104,55 @@ def test_a_notebook_goes_on_without_the_weights(monkeypatch, tmp_path, name):
     assert all(fragment in text for fragment in ran)
     assert not any(fragment in text for fragment in skipped)
     assert not unexpected_stderr(nb, name)
+
+
+# ----------------------------------------------------------------------------
+# A widget's callback runs after Run All: every global it reads must still mean what it meant
+
+
+def _globals_read_by_functions(source, functions):
+    """Global names read, at call time, by the functions defined in `source`, following calls to the
+    notebook's other functions (`functions`: name -> the global names their bodies read)."""
+    import ast
+
+    from plmcourse.autograde.demos import cell_names
+
+    read = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.Lambda)):
+            read |= cell_names(ast.unparse(node))[1]
+    seen = set()
+    while read & set(functions) - seen:
+        name = min(read & set(functions) - seen)
+        seen.add(name)
+        read |= functions[name]
+    return read
+
+
+@pytest.mark.parametrize("path", source_notebooks(), ids=lambda p: p.stem)
+def test_no_later_cell_rebinds_a_global_that_a_widget_reads(path):
+    """After Run All, moving a slider calls its function with the notebook's final globals: a later cell
+    that rebinds one of them (08's whitening panel once read a `kinds` that a MiniLM cell replaced, and
+    drew nothing) breaks the widget silently."""
+    import ast
+    import re
+
+    from plmcourse.autograde.demos import cell_names
+
+    cells = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+    functions = {}
+    for source in cells:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef):
+                functions[node.name] = cell_names(ast.unparse(node))[1]
+    for k, source in enumerate(cells):
+        if not re.search(r"\binteract(ive)?\(|\.observe\(", source):
+            continue
+        read = _globals_read_by_functions(source, functions)
+        for later in cells[k + 1:]:
+            rebound = read & cell_names(later)[0]
+            assert not rebound, f"a widget's function reads {sorted(rebound)}, which a later cell rebinds"
