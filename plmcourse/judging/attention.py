@@ -203,11 +203,14 @@ def _random_mask(rng, shape, empty_rows=()):
     return mask
 
 
-def _sdpa_case(seed, q_shape, k_shape, d_v, mask=None, scale=1.0, dtype=np.float64):
+def _sdpa_case(seed, q_shape, k_shape, d_v, mask=None, scale=1.0, dtype=np.float64, zero_query=False):
     """q, k, v ~ N(0, 1) (q and k times `scale`); mask: None, "causal", a list of lengths
-    (a padding mask), or a function rng -> mask."""
+    (a padding mask), or a function rng -> mask. zero_query: the first query is all zeros, so its scores
+    are exactly 0 (and it attends evenly to the keys it may see): a score of 0 is not a masked one."""
     rng = np.random.default_rng(seed)
     q = (rng.standard_normal(q_shape) * scale).astype(dtype)
+    if zero_query:
+        q[..., 0, :] = 0.0
     k = (rng.standard_normal(k_shape) * scale).astype(dtype)
     v = rng.standard_normal((*k_shape[:-1], d_v)).astype(dtype)
     label = f"seed {seed}: q {q_shape}, k {k_shape}, v {v.shape}"
@@ -223,7 +226,8 @@ def _sdpa_case(seed, q_shape, k_shape, d_v, mask=None, scale=1.0, dtype=np.float
         label += f", mask {mask.shape}"
     scores_shape = np.broadcast_shapes(q_shape[:-2], k_shape[:-2]) + (q_shape[-2], k_shape[-2])
     empty = _rows_without_keys(mask, scores_shape)  # (..., L_q)
-    label, tags = noted(label, [(empty.any(), " with a query that may attend to no key", "empty row"),
+    label, tags = noted(label, [(zero_query, ", the first query all zeros (scores of exactly 0)", "zero query"),
+                                (empty.any(), " with a query that may attend to no key", "empty row"),
                                 (scale >= 100, ", scores of about 1e4", "large logits"),
                                 (dtype == np.float32, ", float32", None)])
     args = (q, k, v) if mask is None else (q, k, v, mask)
@@ -242,6 +246,7 @@ def _sdpa_cases(hidden):
                    mask=lambda rng: _random_mask(rng, (2, 2, 4, 5), empty_rows=[(1, 0, 2)])),
         _sdpa_case(16, (2, 3, 4), (2, 5, 4), 4, scale=100.0),
         _sdpa_case(17, (2, 4, 8), (2, 6, 8), 8, dtype=np.float32),
+        _sdpa_case(18, (2, 2, 3, 4), (2, 2, 5, 4), 4, mask=[5, 3], zero_query=True),
     ]
     salt = hidden_salt(hidden)
     if hidden:
@@ -267,6 +272,12 @@ def _attention_over_queries(q, k, v, mask):
     return weights @ v, weights
 
 
+def _zero_scores_masked_attention(q, k, v, mask):
+    """Every score of exactly 0 masked: the mask multiplied in, then the zeros read as masked positions."""
+    scores = (q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])) * mask
+    return ref.scaled_dot_product_attention(q, k, v, np.broadcast_to(scores != 0, scores.shape))
+
+
 def _sdpa_mistakes(q, k, v, mask, empty):
     q, k, v = (a.astype(np.float64) for a in (q, k, v))
     d_k, d_v = q.shape[-1], v.shape[-1]
@@ -287,6 +298,9 @@ def _sdpa_mistakes(q, k, v, mask, empty):
                "negative number added to the masked scores",
                lambda: _finite_fill_attention(q, k, v, ~mask, additive=True))
         yield "attention with the mask ignored", lambda: sdpa(q, k, v)
+        yield ("a score of exactly 0 taken as masked (the scores multiplied by the mask, then every 0 set to -inf): "
+               "an allowed key can score 0 (a query of zeros scores 0 against every key); mask by the mask itself, "
+               "np.where(mask, scores, -np.inf)", lambda: _zero_scores_masked_attention(q, k, v, mask))
         yield ("the scores multiplied by the mask: a masked score of 0 is not 'no attention' (exp(0) = 1 still "
                "gets weight); set the masked scores to -inf (np.where(mask, scores, -np.inf))",
                lambda: _multiplied_mask_attention(q, k, v, mask))

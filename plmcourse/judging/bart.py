@@ -200,7 +200,8 @@ def _rule_span_statistics(case, got, memory):
     if side == "low":
         return (f"{masks} masks for {removed} covered tokens, spans of {mean_length:.3f} tokens on average: fewer "
                 f"spans than Poisson({lam}) lengths give (below one chance in a million): draw each length with "
-                f"rng.poisson(poisson_lambda), and give each span its own mask, even next to another")
+                f"rng.poisson(poisson_lambda) (or two spans that touch were given one mask between them: each span "
+                f"gets its own mask, even next to another)")
     # A mask run with fewer removed tokens than masks holds at least (masks - removed) zero-length
     # spans. The count misses insertions next to a span, more of them the more is covered.
     zero = sum(max(0, m - r) for m, r in runs) / max(1, masks)

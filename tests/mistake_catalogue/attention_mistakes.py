@@ -211,6 +211,16 @@ def sdpa_no_scaling(q, k, v, mask=None):
     return weights @ v, weights
 
 
+def sdpa_zero_scores_masked(q, k, v, mask=None):
+    """The mask multiplied into the scores, then every score of 0 taken as masked."""
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores * mask
+        scores = np.where(scores == 0, -np.inf, scores)
+    weights = _masked_softmax(scores, None)
+    return weights @ v, weights
+
+
 def sdpa_scaled_by_d_k(q, k, v, mask=None):
     weights = _masked_softmax(q @ np.swapaxes(k, -1, -2) / q.shape[-1], mask)
     return weights @ v, weights
@@ -362,6 +372,7 @@ def sdpa_calls_own_softmax(q, k, v, mask=None):
 
 
 SDPA_MISTAKES = [
+    ("every score of 0 taken as masked", sdpa_zero_scores_masked, "a score of exactly 0 taken as masked"),
     ("calls a softmax that gives NaN for an all -inf slice", sdpa_calls_own_softmax,
      "the failure comes from softmax, which must give zeros"),
     ("no 1/sqrt(d_k)", sdpa_no_scaling, "without the 1/sqrt(d_k) scaling"),

@@ -140,6 +140,7 @@ def align_course_nn(src_emb, tgt_emb, train_pairs, test_pairs):
 
 
 ALIGNMENT_MISTAKES = [
+    ("a cosine threshold of 0.5", _variant(threshold=0.5), "a cosine threshold"),
     ("no unit rows", _variant(normalise=False), "the nearest neighbour by dot product with rows not scaled"),
     ("the fit on raw rows", _variant(normalise_fit=False), "the map fitted on rows not scaled to length 1"),
     ("the search by dot product", _variant(normalise_search=False), "the nearest neighbour by dot product"),
