@@ -261,7 +261,11 @@ def judge_by_rules(rules):
 
 def run_check(name, fn, cases, *, arg_names, reference, judge, seal=(), explain_error=None,
               flag_library=(), public_cases=None):
-    """Run `fn` on every case; raise CheckFailed at the first wrong answer, else print one line.
+    """Run `fn` on every case; raise CheckFailed for the first wrong answer, else print one line.
+
+    The sentence is about the first failing case. When a known mistake explains it, the remaining cases
+    run as well, and the cause named is the one that explains the most failing cases (see
+    _named_by_most_failures below).
 
     fn: the student's function, or a `Remote` (in the judge) that calls it in the student's kernel.
     arg_names: the names of the positional parameters, for messages ("q", "k", "v").
