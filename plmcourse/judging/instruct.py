@@ -531,6 +531,10 @@ DPO_BETA_OUTSIDE = ("beta outside the log-sigmoid: it scales the margin inside, 
                     "not the loss")
 DPO_DEFAULT = "another default for beta: beta=0.1 when it is not passed"
 DPO_FIXED = "beta fixed at {other:g} whatever the argument says: use the beta passed (0.1 only when none is)"
+DPO_BETA_SQUARED = ("beta applied twice (to each log-ratio and again to their difference, beta² in all): it scales "
+                    "the margin once, beta · ((pc − rc) − (pr − rr))")
+DPO_BETA_POLICY = ("beta applied to the policy's log-probabilities only, beta · (pc − pr) − (rc − rr): it scales "
+                   "the whole margin, the reference's terms too")
 DPO_REF_SWAPPED = ("the reference terms swapped between the answers, or added instead of subtracted (the two "
                    "give the same number): each answer's policy log-probability is compared with the reference's "
                    "log-probability of the SAME answer, (pc − rc) − (pr − rr)")
@@ -548,6 +552,8 @@ def _dpo_mistakes(d):
         return lambda: (np.array(_softplus(-margin).mean()),)
 
     right = b * ((pc - rc) - (pr - rr))
+    yield DPO_BETA_SQUARED, loss(b * b * ((pc - rc) - (pr - rr)))
+    yield DPO_BETA_POLICY, loss(b * (pc - pr) - (rc - rr))
     if d.get("default"):
         for other in (0.5, 0.2, 0.05, 0.01, 0.3, 2.0):
             yield DPO_DEFAULT + f" (the answer matches beta={other:g})", loss(other * ((pc - rc) - (pr - rr)))

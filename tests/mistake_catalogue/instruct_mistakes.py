@@ -282,6 +282,9 @@ def dpo_fixed_beta(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps,
 
 
 DPO_MISTAKES = [
+    ("beta squared", _dpo(lambda pc, pr, rc, rr, b: b * b * ((pc - rc) - (pr - rr))), "beta applied twice"),
+    ("beta on the policy terms only", _dpo(lambda pc, pr, rc, rr, b: b * (pc - pr) - (rc - rr)),
+     "beta applied to the policy's log-probabilities only"),
     ("beta fixed at 0.1", dpo_fixed_beta, "beta fixed at 0.1 whatever the argument says"),
     ("beta on chosen only", _dpo(lambda pc, pr, rc, rr, b: b * (pc - rc) - (pr - rr)), "beta applied to the chosen"),
     ("beta on rejected only", _dpo(lambda pc, pr, rc, rr, b: (pc - rc) - b * (pr - rr)),
