@@ -165,6 +165,13 @@ def test_a_cause_that_leaves_a_failing_case_unexplained_says_so():
     assert message.endswith("it matches squared: return x, and case 3 fails in another way as well.")
 
 
+def test_a_cause_that_explains_fewer_than_half_the_failing_cases_is_not_named():
+    def doubles_once(x):
+        return 2 * x if x[0] == 2.0 else -x  # case 1 fits both mistakes; cases 2 and 3 fit neither
+    message = _toy_run(doubles_once)
+    assert "it matches" not in message and "no known mistake explains most of them" in message
+
+
 def test_a_later_crash_neither_confirms_nor_refutes_a_cause():
     def doubles_then_crashes(x):
         if x[0] == 2.0:

@@ -346,9 +346,9 @@ def run_check(name, fn, cases, *, arg_names, reference, judge, seal=(), explain_
 # check saw. After a failure that a known mistake explains, the check runs the remaining cases too, and
 # counts which failing cases each candidate explains: first_match() records here every mistake that fits
 # the case being judged, not only the first in its list, so that two mistakes which give the same number
-# on one case are told apart by the next. A cause that explains some failing cases but not all is still
-# named, with the first case it leaves unexplained: the answer has a second mistake, or the cause was a
-# coincidence of one number, and the student is told to look further.
+# on one case are told apart by the next. A cause that explains at least half of the failing cases but
+# not all is still named, with the first case it leaves unexplained (the answer has a second mistake);
+# one that explains fewer is a coincidence of one case's numbers and is not named.
 _MATCHES_SEEN = contextvars.ContextVar("plmcourse_matches_seen", default=None)
 _MATCHED = "it matches "
 
@@ -358,6 +358,15 @@ class _Seen(list):
     later failing case that the judge explained some other way, or a crash, neither counts for nor against
     a cause)."""
     consulted = False
+
+
+def fits(*descriptions):
+    """For a judge that names a cause without first_match: every known mistake that explains this case (the
+    one its message names among them), so that run_check can tell them apart by the other failing cases."""
+    seen = _MATCHES_SEEN.get()
+    if seen is not None:
+        seen.consulted = True
+        seen.extend(d for d in descriptions if d not in seen)
 
 
 def _causes(problem, seen):
@@ -381,9 +390,14 @@ def _named_by_most_failures(problem, causes, fit, failing):
     if not causes:
         return problem
     best = max(range(len(causes)), key=lambda i: (len(fit[i]), -i))
-    named = f"{problem[:problem.rindex(_MATCHED)]}{_MATCHED}{causes[best]}"
+    bare = problem[:problem.rindex(_MATCHED)]
     other = next((n for n in failing if n not in fit[best]), None)
-    return named if other is None else f"{named.rstrip('.')}, and case {other} fails in another way as well"
+    if other is None:
+        return f"{bare}{_MATCHED}{causes[best]}"
+    if 2 * len(fit[best]) < len(failing):  # a coincidence of this case's numbers, not the answer's cause
+        return (f"{bare.rstrip('; ,:')} (cases {other} and others fail too, and no known mistake explains most of "
+                f"them: look at what differs rather than for one cause)")
+    return f"{bare}{_MATCHED}{causes[best]}, and case {other} fails in another way as well"
 
 
 _VALUE = re.compile(r"(?<![\w.])[-+]?(?:\d[\d_]*\.?\d*(?:e[-+]?\d+)?|\.\d+(?:e[-+]?\d+)?|inf|nan|true|false)(?![\w])",

@@ -44,6 +44,7 @@ from plmcourse.judging.core import (
     describe,
     expect_integer_pair,
     first_match,
+    fits,
     hidden_salt,
     hint_for,
     matches,
@@ -215,7 +216,8 @@ def _alignment_cases(hidden):
 
 def _precision(x, y, train, test, *, normalise=True, normalise_fit=None, normalise_search=None, transpose=False,
                no_map=False, raw_product=False, lstsq=False, per_pair=False, restrict=False, fit_on_test=False,
-               centre=False, farthest=False, ties_last=False, nan_rows=False, threshold=None):
+               centre=False, farthest=False, ties_last=False, nan_rows=False, threshold=None, last_only=False,
+               without_train=False):
     """The score with the switches that reproduce known mistakes (float64)."""
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     train, test = np.asarray(train), np.asarray(test)
@@ -246,6 +248,8 @@ def _precision(x, y, train, test, *, normalise=True, normalise_fit=None, normali
     sx, sy = units(x, search_units), units(y, search_units)
     sources = test[:, 0] if per_pair else np.unique(test[:, 0])
     candidates = np.unique(test[:, 1]) if restrict else np.arange(len(y))
+    if without_train:
+        candidates = np.setdiff1d(candidates, train[:, 1])
     scores = (sx[sources] @ w) @ sy[candidates].T
     if farthest:
         scores = -scores
@@ -257,6 +261,9 @@ def _precision(x, y, train, test, *, normalise=True, normalise_fit=None, normali
         nearest = np.where(scores.max(axis=1) > threshold, nearest, -1)
     if per_pair:
         return float(np.mean(nearest == test[:, 1]))
+    if last_only:  # one translation a source: the last listed
+        last = dict(zip(test[:, 0].tolist(), test[:, 1].tolist()))
+        return float(np.mean([nearest[i] == last[s] for i, s in enumerate(sources)]))
     right = [nearest[i] in set(test[test[:, 0] == s, 1].tolist()) for i, s in enumerate(sources)]
     return float(np.mean(right))
 
@@ -277,6 +284,12 @@ RESTRICTED = ("the search restricted to the test pairs' targets: the nearest tar
 FIT_ON_TEST = "the map fitted on the test pairs: fit W on train_pairs only, and score on test_pairs"
 CENTRED = "the rows centred (the mean subtracted): the rows are only scaled to unit length"
 FARTHEST = "the farthest target instead of the nearest: take the largest cosine (argmax)"
+NO_UNITS = ("rows never scaled to length 1 (the fit and the search both on raw rows): scale every row of both "
+            "tables to length 1 first, so that the search is by cosine")
+LAST_ONLY = ("one translation kept per source (the last listed, as a dict built from the pairs keeps): a source "
+             "with two translations is right if its nearest target is either of them")
+WITHOUT_TRAIN = ("the train pairs' targets left out of the search: the nearest target is searched among ALL rows of "
+                 "tgt_emb, those seen in training too")
 THRESHOLD = ("a cosine threshold (a match counted only above a cosine of {t:g}): the nearest target counts whatever "
              "its cosine, and the exercise sets no threshold")
 TIES_LAST = ("a tie broken towards the higher index: among equal cosines the lowest target index is the nearest "
@@ -297,6 +310,8 @@ def _alignment_mistakes(d):
         yield TIES_LAST, at(ties_last=True)
     if d.get("two translations"):
         yield PER_PAIR, at(per_pair=True)
+        yield LAST_ONLY, at(last_only=True)
+    yield NO_UNITS, at(normalise=False)
     yield SEARCH_RAW, at(normalise_search=False)
     yield FIT_RAW, at(normalise_fit=False)
     yield NO_MAP, at(no_map=True)
@@ -305,6 +320,7 @@ def _alignment_mistakes(d):
     yield LSTSQ, at(lstsq=True)
     yield RESTRICTED, at(restrict=True)
     yield FIT_ON_TEST, at(fit_on_test=True)
+    yield WITHOUT_TRAIN, at(without_train=True)
     yield CENTRED, at(centre=True)
     yield FARTHEST, at(farthest=True)
     if d.get("low cosines"):
@@ -535,11 +551,20 @@ def _rule_budget(case, got, memory):
         row = int(over[0])
         return (f"row {row} has {int(counts[row])} chosen tokens, more than the budget of {budget}: take a unit only "
                 f"if its length fits in what is left of the budget")
+    if len(counts) > 1 and 0 < int(counts.sum()) <= budget and np.any(counts == 0):
+        return (f"{int(counts.sum())} tokens were chosen in the whole batch, and rows such as {int(np.argmin(counts))} "
+                f"got none: the budget is per row, each row gets its own {budget} tokens")
+    singles_chosen = any(m.chosen[row, start] for row, units in enumerate(m.units) for start, end in units
+                         if end - start == 1)
     for row, units in enumerate(m.units):
         left = budget - int(counts[row])
         for start, end in units:
             if not m.chosen[row, start:end].any() and end - start <= left:
                 what = "a single token" if end - start == 1 else f"an entity of {end - start} tokens"
+                if end - start == 1 and not singles_chosen:
+                    fits(SINGLES_NOT_UNITS)
+                    return (f"row {row} leaves out a single token (position {start}) although {left} tokens of the "
+                            f"budget are left, and no single token was chosen in any row; it matches {SINGLES_NOT_UNITS}")
                 problem = f"row {row} leaves out {what} (positions {start}..{end - 1}) although {left} tokens of the " \
                           f"budget are left"
                 views = _unit_views(m)
@@ -548,12 +573,27 @@ def _rule_budget(case, got, memory):
                             f"are (10%) were not labelled; every chosen unit is labelled, whatever it shows")
                 exact = [(r, u) for r, units_r in enumerate(m.units) for u in units_r
                          if not m.chosen[r, u[0]:u[1]].any() and u[1] - u[0] <= budget - int(counts[r])]
+                ends = {(r, e) for r, units_r in enumerate(m.units) for s_, e in units_r if e - s_ > 1}
+                if all(e - s == 1 and (r, s) in ends for r, (s, e) in exact):
+                    return (f"{problem}: every unit left out that way sits right after an entity span, as if the "
+                            f"span's end were included; a span (start, end) covers start..end - 1, and position end "
+                            f"is a unit of its own")
                 if all(e - s == budget - int(counts[r]) for r, (s, e) in exact):
                     return (f"{problem}: every unit left out that way is exactly as long as what is left of the "
                             f"budget, and it fits: take a unit when its length is at most what is left (<=, not <)")
                 return (f"{problem}: when a unit does not fit, skip it and go on through the others, a shorter one "
                         f"may still fit")
     return None
+
+
+def _in_entities(m):
+    """Bool like the tokens: True inside an entity span."""
+    inside = np.zeros(m.tokens.shape, dtype=bool)
+    for row, units in enumerate(m.units):
+        for start, end in units:
+            if end - start > 1:
+                inside[row, start:end] = True
+    return inside
 
 
 def _unit_views(m):
@@ -568,6 +608,9 @@ def _unit_views(m):
     return out
 
 
+SINGLES_NOT_UNITS = ("single positions not treated as units: a row's units are its entity spans AND every "
+                     "single position outside all spans, shuffled together")
+ENTITIES_FIRST = "the entities taken before the single tokens: one shuffled order for all units"
 PER_TOKEN = ("the 80/10/10 choice drawn for each token instead of once per unit: draw u = rng.random() once for a "
              "chosen unit, and give every token of it the same treatment")
 MASK_IN_POOL = ("a random replacement drew mask_id: the random ids are uniform over 0..vocab_size-1 WITHOUT "
@@ -683,7 +726,9 @@ def _rule_statistics(case, got, memory):
             hint = (f"; it matches units drawn in proportion to their length (a token drawn, then its unit): "
                     f"shuffle the {n_units} units with rng.permutation, each equally likely to come first")
         elif entity_chosen / len(m.units) > 0.9:
-            hint = "; it matches the entities taken before the single tokens: one shuffled order for all units"
+            hint = f"; it matches {ENTITIES_FIRST}"
+            if not np.any(m.chosen & ~_in_entities(m)):  # as if the single positions were no units at all
+                fits(ENTITIES_FIRST, SINGLES_NOT_UNITS)
         share = entity_chosen / len(m.units)
         return (f"the entity was chosen in {entity_chosen} of {len(m.units)} rows ({share:.3f}), "
                 f"expected {p:.3f}: going through the units in a random order, it is chosen only when it comes "

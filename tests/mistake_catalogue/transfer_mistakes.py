@@ -140,8 +140,10 @@ def align_course_nn(src_emb, tgt_emb, train_pairs, test_pairs):
 
 
 ALIGNMENT_MISTAKES = [
+    ("one translation kept per source", _variant(last_only=True), "one translation kept per source"),
+    ("train targets left out of the search", _variant(without_train=True), "the train pairs' targets left out"),
     ("a cosine threshold of 0.5", _variant(threshold=0.5), "a cosine threshold"),
-    ("no unit rows", _variant(normalise=False), "the nearest neighbour by dot product with rows not scaled"),
+    ("no unit rows", _variant(normalise=False), "rows never scaled to length 1"),
     ("the fit on raw rows", _variant(normalise_fit=False), "the map fitted on rows not scaled to length 1"),
     ("the search by dot product", _variant(normalise_search=False), "the nearest neighbour by dot product"),
     ("no map", _variant(no_map=True), "no map: the sources are searched as they are"),
@@ -286,7 +288,8 @@ ENTITY_CORRECT = [
 
 def _entity(budget_rule="skip", per_token=False, mask_in_pool=False, no_shuffle=False, length_weighted=False,
             entities_first=False, partial=False, labels_inputs=False, ignore_zero=False, own_rng=False,
-            unchanged_labels_only=False, nested=False, pool_from_batch=False, pool_above_mask=False, one_id=False):
+            unchanged_labels_only=False, nested=False, pool_from_batch=False, pool_above_mask=False, one_id=False,
+            shared_budget=False, singles_not_units=False, end_included=False):
     """The notebook's answer with switches that make each known mistake."""
 
     def answer(token_ids, entity_spans, budget, rng, mask_id, vocab_size):
@@ -299,12 +302,13 @@ def _entity(budget_rule="skip", per_token=False, mask_in_pool=False, no_shuffle=
         if pool_above_mask:
             pool = np.arange(mask_id + 1, vocab_size) if mask_id + 1 < vocab_size else np.arange(mask_id)
         B, T = token_ids.shape
+        shared = [budget]  # shared_budget: one budget for the whole batch
         for row in range(B):
-            spans = [(int(s), int(e)) for s, e in entity_spans[row]]
+            spans = [(int(s), min(int(e) + 1, T) if end_included else int(e)) for s, e in entity_spans[row]]
             inside = np.zeros(T, dtype=bool)
             for s, e in spans:
                 inside[s:e] = True
-            singles = [(i, i + 1) for i in range(T) if not inside[i]]
+            singles = [] if singles_not_units else [(i, i + 1) for i in range(T) if not inside[i]]
             units = spans + singles
             if no_shuffle:
                 order = sorted(range(len(units)), key=lambda k: units[k][0])
@@ -315,7 +319,7 @@ def _entity(budget_rule="skip", per_token=False, mask_in_pool=False, no_shuffle=
                 order = list(r.permutation(len(spans))) + [len(spans) + k for k in r.permutation(len(singles))]
             else:
                 order = r.permutation(len(units))
-            left = budget
+            left = shared[0] if shared_budget else budget
             for k in order:
                 s, e = units[k]
                 if partial and e - s > left and left > 0:
@@ -325,6 +329,7 @@ def _entity(budget_rule="skip", per_token=False, mask_in_pool=False, no_shuffle=
                         break
                     continue
                 left -= e - s
+                shared[0] = left
                 labels[row, s:e] = token_ids[row, s:e]
                 if per_token:
                     for i in range(s, e):
@@ -389,6 +394,9 @@ def entity_course_ref(token_ids, entity_spans, budget, rng, mask_id, vocab_size)
 
 
 ENTITY_MISTAKES = [
+    ("one budget for the whole batch", _entity(shared_budget=True), "the budget is per row"),
+    ("single positions not units", _entity(singles_not_units=True), "single positions not treated as units"),
+    ("a span's end included", _entity(end_included=True), "as if the span's end were included"),
     ("a unit that fits exactly left out (< instead of <=)", _entity(budget_rule="strict"), "(<=, not <)"),
     ("random pool from the batch", _entity(pool_from_batch=True), "not the ids seen in the tokens"),
     ("random pool above mask_id", _entity(pool_above_mask=True), "mask_id need not be the lowest id"),
