@@ -247,6 +247,8 @@ def _sdpa_cases(hidden):
         _sdpa_case(16, (2, 3, 4), (2, 5, 4), 4, scale=100.0),
         _sdpa_case(17, (2, 4, 8), (2, 6, 8), 8, dtype=np.float32),
         _sdpa_case(18, (2, 2, 3, 4), (2, 2, 5, 4), 4, mask=[5, 3], zero_query=True),
+        # A mask with scores of about 1e4: a masked score can swamp the allowed ones if masked after the softmax.
+        _sdpa_case(19, (2, 5, 4), (2, 5, 4), 4, mask="causal", scale=100.0),
     ]
     salt = hidden_salt(hidden)
     if hidden:
@@ -269,6 +271,21 @@ def _attention_over_queries(q, k, v, mask):
     if mask is not None:
         scores = np.where(mask, scores, -np.inf)
     weights = ref.softmax(scores, axis=-2)
+    return weights @ v, weights
+
+
+def _after_softmax_attention(q, k, v, mask, renormalise):
+    """The softmax over all keys, then the mask multiplied into the weights (and the rows renormalised)."""
+    weights = ref.softmax(q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1]), axis=-1) * mask
+    if renormalise:
+        total = weights.sum(axis=-1, keepdims=True)
+        weights = np.divide(weights, total, out=np.zeros_like(weights), where=total > 0)
+    return weights @ v, weights
+
+
+def _added_mask_attention(q, k, v, mask):
+    """The boolean mask added to the scores as 0 / 1."""
+    weights = ref.softmax(q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1]) + mask, axis=-1)
     return weights @ v, weights
 
 
@@ -298,6 +315,14 @@ def _sdpa_mistakes(q, k, v, mask, empty):
                "negative number added to the masked scores",
                lambda: _finite_fill_attention(q, k, v, ~mask, additive=True))
         yield "attention with the mask ignored", lambda: sdpa(q, k, v)
+        yield ("the mask applied to the weights after the softmax (weights · mask): the masked keys must be left out "
+               "before it, scores set to -inf, so that the allowed weights still sum to 1",
+               lambda: _after_softmax_attention(q, k, v, mask, renormalise=False))
+        yield ("the mask applied after the softmax and the weights renormalised: exp of the masked scores can "
+               "swamp the allowed ones (they underflow to 0 beside a large masked score); set the masked scores "
+               "to -inf before the softmax", lambda: _after_softmax_attention(q, k, v, mask, renormalise=True))
+        yield ("the boolean mask added to the scores (True counts as +1, False as 0): masked scores must become "
+               "-inf, np.where(mask, scores, -np.inf)", lambda: _added_mask_attention(q, k, v, mask))
         yield ("a score of exactly 0 taken as masked (the scores multiplied by the mask, then every 0 set to -inf): "
                "an allowed key can score 0 (a query of zeros scores 0 against every key); mask by the mask itself, "
                "np.where(mask, scores, -np.inf)", lambda: _zero_scores_masked_attention(q, k, v, mask))

@@ -376,6 +376,8 @@ def _mask_mistakes(text, image):
     real = np.concatenate([text, image], axis=1)
     q, k = real[:, :, None], real[:, None, :]
     right = (q & k) | eye
+    yield ("a pair allowed when EITHER token is real (or instead of and): both must be real, "
+           "mask = (real_i and real_j) or i == j"), lambda: ((q | k) | eye,)
     yield ("a padding position attends to the real tokens (only the keys are masked): a padding query's row "
            "allows itself only, mask = (real_i and real_j) or i == j"), lambda: ((k | eye) & np.ones_like(q),)
     yield ("a padding position attends to the real tokens (only the keys are masked): a padding query's row "

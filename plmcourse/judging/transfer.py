@@ -848,7 +848,7 @@ def _unfreezing_cases(hidden):
 
 def _schedule(n, step, every, lr, decay, *, bottom_first=False, strict=False, top_with_head=False,
               exponent_shift=0, inverted=False, reversed_layers=False, embeddings_with_layer0=False,
-              frozen_rate=False, head_decayed=False):
+              frozen_rate=False, head_decayed=False, reversed_decay=False, early=False):
     names = ["head", *(f"layer.{i}" for i in reversed(range(n))), "embeddings"]  # not the sealed group_names
     out = {}
     for k, name in enumerate(names):
@@ -860,9 +860,13 @@ def _schedule(n, step, every, lr, decay, *, bottom_first=False, strict=False, to
         when = (len(names) - 1 - kk) if bottom_first else kk
         if top_with_head and kk == 1:
             when = 0
+        if early:
+            when = max(when - 1, 0)
         rate_k = max(kk + exponent_shift, 0) if kk > 0 else 0
         if head_decayed:
             rate_k = kk + 1
+        if reversed_decay:
+            rate_k = len(names) - 1 - kk
         rate = lr / decay ** rate_k if inverted else lr * decay ** rate_k
         trains = (step > when * every) if strict and when > 0 else (step >= when * every)
         out[name] = float(rate) if (trains or frozen_rate) else 0.0
@@ -883,6 +887,10 @@ EMBEDDINGS_WITH_LAYER0 = ("the embeddings grouped with layer.0: they are a group
                           "and one unfreeze_every below the bottom layer")
 FROZEN_RATE = "frozen groups given their rate: a group that does not train yet has rate 0.0"
 HEAD_DECAYED = "the head's rate decayed too: the head gets base_lr itself (k = 0), the top layer base_lr · decay"
+REVERSED_DECAY = ("the decay counted from the bottom (the embeddings at base_lr, the head the smallest rate): k counts "
+                  "down from the head, which gets base_lr, to the embeddings, base_lr · decay ** (n_layers + 1)")
+EARLY = ("every group one unfreeze_every early (the top layer trains with the head from step 0): group k joins at "
+         "step k · unfreeze_every, the head k = 0 alone at first")
 
 
 def _unfreezing_mistakes(d):
@@ -890,7 +898,8 @@ def _unfreezing_mistakes(d):
     for description, switch in ((BOTTOM_FIRST, "bottom_first"), (TOP_WITH_HEAD, "top_with_head"),
                                 (STRICT, "strict"), (REVERSED, "reversed_layers"),
                                 (EMBEDDINGS_WITH_LAYER0, "embeddings_with_layer0"), (FROZEN_RATE, "frozen_rate"),
-                                (INVERTED, "inverted"), (HEAD_DECAYED, "head_decayed")):
+                                (INVERTED, "inverted"), (HEAD_DECAYED, "head_decayed"),
+                                (REVERSED_DECAY, "reversed_decay"), (EARLY, "early")):
         yield description, (lambda s=switch: _schedule(*args, **{s: True}))
     yield EXPONENT_SHIFT, lambda: _schedule(*args, exponent_shift=-1)
 

@@ -221,6 +221,21 @@ def sdpa_zero_scores_masked(q, k, v, mask=None):
     return weights @ v, weights
 
 
+def sdpa_mask_after_softmax(q, k, v, mask=None):
+    """The weights multiplied by the mask after the softmax over every key."""
+    weights = _masked_softmax(q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1]), None)
+    if mask is not None:
+        weights = weights * mask
+    return weights @ v, weights
+
+
+def sdpa_mask_added(q, k, v, mask=None):
+    """The boolean mask added to the scores."""
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    weights = _masked_softmax(scores if mask is None else scores + mask, None)
+    return weights @ v, weights
+
+
 def sdpa_scaled_by_d_k(q, k, v, mask=None):
     weights = _masked_softmax(q @ np.swapaxes(k, -1, -2) / q.shape[-1], mask)
     return weights @ v, weights
@@ -372,6 +387,8 @@ def sdpa_calls_own_softmax(q, k, v, mask=None):
 
 
 SDPA_MISTAKES = [
+    ("the mask applied after the softmax", sdpa_mask_after_softmax, "the mask applied to the weights after the softmax"),
+    ("the boolean mask added to the scores", sdpa_mask_added, "the boolean mask added to the scores"),
     ("every score of 0 taken as masked", sdpa_zero_scores_masked, "a score of exactly 0 taken as masked"),
     ("calls a softmax that gives NaN for an all -inf slice", sdpa_calls_own_softmax,
      "the failure comes from softmax, which must give zeros"),

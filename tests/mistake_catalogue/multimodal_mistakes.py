@@ -277,6 +277,12 @@ def _real(text_mask, image_mask):
     return np.concatenate([text_mask, image_mask], axis=1).astype(bool)
 
 
+def mask_either_real(text_mask, image_mask):
+    """A pair allowed when either token is real."""
+    real = np.concatenate([np.asarray(text_mask, bool), np.asarray(image_mask, bool)], axis=1)
+    return real[:, :, None] | real[:, None, :] | np.eye(real.shape[1], dtype=bool)
+
+
 def mask_keys_only(text_mask, image_mask):
     real = _real(text_mask, image_mask)
     return np.broadcast_to(real[:, None, :], (len(real), real.shape[1], real.shape[1])).copy()
@@ -367,6 +373,7 @@ def mask_concat_axis0(text_mask, image_mask):
 
 
 MASK_MISTAKES = [
+    ("either token real", mask_either_real, "a pair allowed when EITHER token is real"),
     ("only the keys masked (padding attends)", mask_keys_only, "a padding position attends to the real tokens"),
     ("only the keys masked, with the diagonal", mask_keys_only_with_eye,
      "a padding position attends to the real tokens"),

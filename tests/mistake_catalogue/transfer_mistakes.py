@@ -519,6 +519,8 @@ def unfreeze_names_bottom_up(n_layers, step, unfreeze_every, base_lr, decay):
 
 
 UNFREEZING_MISTAKES = [
+    ("decay counted from the bottom", _unfreeze(reversed_decay=True), "the decay counted from the bottom"),
+    ("every group one step of the schedule early", _unfreeze(early=True), "every group one unfreeze_every early"),
     ("names listed bottom-up", unfreeze_names_bottom_up, "the right rates on the wrong groups"),
     ("from the bottom", _unfreeze(bottom_first=True), "unfrozen from the bottom"),
     ("one step late", _unfreeze(strict=True), "one step late"),
