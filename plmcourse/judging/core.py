@@ -20,6 +20,7 @@ runs a check as feedback (no judge connected) imports it from the package like a
 import builtins
 import contextvars
 import re
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -264,8 +265,8 @@ def run_check(name, fn, cases, *, arg_names, reference, judge, seal=(), explain_
     """Run `fn` on every case; raise CheckFailed for the first wrong answer, else print one line.
 
     The sentence is about the first failing case. When a known mistake explains it, the remaining cases
-    run as well, and the cause named is the one that explains the most failing cases (see
-    _named_by_most_failures below).
+    run as well (for at most as long again as the check took to find the failure, 5 s at least), and
+    the cause named is the one that explains the most failing cases (see _named_by_most_failures below).
 
     fn: the student's function, or a `Remote` (in the judge) that calls it in the student's kernel.
     arg_names: the names of the positional parameters, for messages ("q", "k", "v").
@@ -286,7 +287,10 @@ def run_check(name, fn, cases, *, arg_names, reference, judge, seal=(), explain_
     first = None  # the first failure: (number, case, problem, reply); later failures only test its causes
     causes, fit = [], []  # the known mistakes that explain the first failure; the failing cases each explains
     failing = []  # the first failing case, and the later ones judged against the list of known mistakes
+    started, deadline = time.monotonic(), None
     for number, case in enumerate(cases, 1):
+        if deadline is not None and time.monotonic() > deadline:
+            break  # naming the cause may cost at most as long again as finding the failure did (5 s at least)
         expected = reference(case)
         before = [_copy(value) for _, value in _array_inputs(case)]
         if first is None:
@@ -318,6 +322,7 @@ def run_check(name, fn, cases, *, arg_names, reference, judge, seal=(), explain_
         if first is None:
             first, causes = (number, case, problem, reply), _causes(problem, seen)
             fit, failing = [[number] for _ in causes], [number]
+            deadline = time.monotonic() + max(5.0, time.monotonic() - started)
             if not causes:
                 break
         elif seen.consulted:  # a later failure held against the whole list of known mistakes
