@@ -643,6 +643,8 @@ def _mha_mistakes(d):
     yield ("scores divided by sqrt(d_model) instead of sqrt(d_head), d_head = d_model / n_heads",
            lambda: _mha_numpy(d, q_factor=math.sqrt(head_size / d_model)))
     if d["mask"] is not None:
+        yield ("a query with no allowed key getting uniform weights, as a finite fill such as -1e9 gives; such a row "
+               "must get zero weights and a zero output", lambda: _mha_numpy(d, attention=_finite_fill_attention))
         yield ("attention with the mask inverted (True means the key may be attended to)",
                lambda: _mha_numpy(d, invert_mask=True))
         yield ("attention with the mask inverted (True means the key may be attended to), the masked "

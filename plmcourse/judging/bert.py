@@ -460,6 +460,9 @@ def _mlm_statistics(d, inputs, tokens, predicted, special, replaced):
     for what, share in got.items():
         if abs(share - expected[what]) > 0.02:
             hint = ""
+            if abs(got["[MASK]"] - 0.1) < 0.02 and abs(got["a random token"] + got["unchanged"] - 0.9) < 0.02:
+                hint = ("; it matches the 80% and a 10% share swapped: [MASK] for 80% of the chosen positions (u < 0.8), "
+                        "a random token for 10%, unchanged for 10%")
             if all(abs(got[w] - nested[w]) < 0.01 for w in got):
                 hint = ("; it matches a second draw of 10% made among the positions not [MASK]ed (0.2 x 0.1 = "
                         "0.02): draw one number u per chosen position, [MASK] for u < 0.8, a random token for "

@@ -696,6 +696,9 @@ def _rule_statistics(case, got, memory):
         hint = ""
         if side == "high" and d["stats"] == "singles":
             hint = f"; it matches {MASK_IN_POOL}"
+        if abs(masked / n - 0.1) < 0.03:
+            hint = ("; it matches the 80% and a 10% share swapped: every token of a unit becomes mask_id for 80% of "
+                    "the chosen units, random ids for 10%, unchanged for 10%")
         return (f"{masked} of {n} chosen units show [MASK] ({masked / n:.3f}), expected 80% of them (80% [MASK], "
                 f"10% random ids, 10% unchanged, drawn once per unit){hint}")
     singles = [v for v in views if not v[0] and not v[1]]
