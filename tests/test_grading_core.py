@@ -534,3 +534,23 @@ def test_numpy_warnings_of_an_answer_do_not_print_above_the_check_s_sentence():
         with pytest.raises(core.CheckFailed):
             judging.check_softmax(naive)
     assert [w for w in caught if issubclass(w.category, RuntimeWarning)] == []
+
+
+def test_naming_a_cause_never_runs_a_hidden_case_the_answer_would_not_have_reached():
+    """A notebook that fails a visible case on purpose must not be shown the hidden cases' arguments."""
+    seen = []
+
+    def squares(x):
+        seen.append(tuple(x))
+        return x ** 2
+    cases = [core.Case(f"x = {x}", (np.array(x),)) for x in ([2.0, 0.0], [3.0, 1.0], [4.0, -1.0])]
+
+    def judge(case, got, expected):
+        x = case.args[0]
+        problem = core.compare(got, expected, **core.F64)
+        return core.name_mistake(problem, (got,), [(d, lambda f=f: (f(x),)) for d, f in TOY_MISTAKES], core.F64)
+
+    with pytest.raises(core.CheckFailed):
+        core.run_check("check_toy", squares, cases, arg_names=("x",), reference=lambda case: case.args[0],
+                       judge=judge, public_cases=2)
+    assert seen == [(2.0, 0.0), (3.0, 1.0)]  # the third, hidden case was never sent

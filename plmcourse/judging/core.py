@@ -228,7 +228,8 @@ class Spec:
             else self.cases
         cases = made(hidden)
         # In the judge, a hidden case's failure is told to the kernel without its values (see run_check).
-        public = len(made(False)) if isinstance(fn, Remote) and hidden else None
+        # (In the student's own kernel too, so that both places name a cause from the same cases.)
+        public = len(made(False)) if hidden else None
         judge = self.judge
         if self.memory is not None:
             memory = self.memory()
@@ -289,8 +290,10 @@ def run_check(name, fn, cases, *, arg_names, reference, judge, seal=(), explain_
     failing = []  # the first failing case, and the later ones judged against the list of known mistakes
     started, deadline = time.monotonic(), None
     for number, case in enumerate(cases, 1):
-        if deadline is not None and time.monotonic() > deadline:
-            break  # naming the cause may cost at most as long again as finding the failure did (5 s at least)
+        if deadline is not None and (time.monotonic() > deadline or (public_cases is not None and number > public_cases)):
+            # Naming the cause may cost at most as long again as finding the failure did (5 s at least), and never
+            # sends a hidden case that the kernel would not have seen: it sees the next one only by passing this.
+            break
         expected = reference(case)
         before = [_copy(value) for _, value in _array_inputs(case)]
         if first is None:
@@ -322,17 +325,21 @@ def run_check(name, fn, cases, *, arg_names, reference, judge, seal=(), explain_
         if first is None:
             first, causes = (number, case, problem, reply), _causes(problem, seen)
             fit, failing = [[number] for _ in causes], [number]
+            missed = [[] for _ in causes]  # later failing cases where a cause could show, and did not
             deadline = time.monotonic() + max(5.0, time.monotonic() - started)
             if not causes:
                 break
         elif seen.consulted:  # a later failure held against the whole list of known mistakes
             failing.append(number)
-            for cases_fit, cause in zip(fit, causes):
+            could = {_cause_key(c) for c in seen.applicable}
+            for i, cause in enumerate(causes):
                 if _cause_key(cause) in keys:
-                    cases_fit.append(number)
+                    fit[i].append(number)
+                elif _cause_key(cause) in could:
+                    missed[i].append(number)
     if first is not None:
         number, case, problem, reply = first
-        problem = _named_by_most_failures(problem, causes, fit, failing)
+        problem = _named_by_most_failures(problem, causes, fit, missed)
         where = f"{name} failed on case {number} of {len(cases)} ({case.label})"
         failed = CheckFailed(_one_sentence(f"{where}: {problem}"))
         if public_cases is not None and number > public_cases:
@@ -359,10 +366,14 @@ _MATCHED = "it matches "
 
 
 class _Seen(list):
-    """The known mistakes first_match() found to fit one case; `consulted`: whether it was asked at all (a
-    later failing case that the judge explained some other way, or a crash, neither counts for nor against
-    a cause)."""
+    """The known mistakes first_match() found to fit one case; `applicable`: those it could compute there;
+    `consulted`: whether it was asked at all (a later failing case that the judge explained some other way,
+    or a crash, neither counts for nor against a cause)."""
     consulted = False
+
+    def __init__(self):
+        super().__init__()
+        self.applicable = []
 
 
 def fits(*descriptions):
@@ -372,6 +383,7 @@ def fits(*descriptions):
     if seen is not None:
         seen.consulted = True
         seen.extend(d for d in descriptions if d not in seen)
+        seen.applicable.extend(descriptions)
 
 
 def _causes(problem, seen):
@@ -386,20 +398,21 @@ def _cause_key(cause):
     return _without_values(cause.split(":")[0].split(" (")[0]).strip()
 
 
-def _named_by_most_failures(problem, causes, fit, failing):
+def _named_by_most_failures(problem, causes, fit, missed):
     """`problem`, naming the cause that explains the most failing cases (the first listed among equals), and
     the first failing case it leaves unexplained, if any.
 
-    causes: the known mistakes that explain the first failing case; fit[i]: the failing cases that
-    causes[i] explains; failing: the failing cases judged against the known mistakes."""
+    causes: the known mistakes that explain the first failing case; fit[i]: the failing cases that causes[i]
+    explains; missed[i]: the later failing cases where causes[i] could show and does not explain them (a
+    case where it cannot show, a k it does not apply to, counts neither way)."""
     if not causes:
         return problem
-    best = max(range(len(causes)), key=lambda i: (len(fit[i]), -i))
+    best = max(range(len(causes)), key=lambda i: (len(fit[i]) - len(missed[i]), len(fit[i]), -i))
     bare = problem[:problem.rindex(_MATCHED)]
-    other = next((n for n in failing if n not in fit[best]), None)
-    if other is None:
+    if not missed[best]:
         return f"{bare}{_MATCHED}{causes[best]}"
-    if 2 * len(fit[best]) < len(failing):  # a coincidence of this case's numbers, not the answer's cause
+    other = missed[best][0]
+    if len(fit[best]) < len(missed[best]):  # a coincidence of this case's numbers, not the answer's cause
         return (f"{bare.rstrip('; ,:')} (cases {other} and others fail too, and no known mistake explains most of "
                 f"them: look at what differs rather than for one cause)")
     return f"{bare}{_MATCHED}{causes[best]}, and case {other} fails in another way as well"
@@ -849,6 +862,8 @@ def first_match(got_parts, mistakes, atol, rtol):
                 continue
         if parts is None:
             continue
+        if seen is not None:
+            seen.applicable.append(description)
         if all(_close_but_nan(g, p, atol, rtol) for g, p in zip(got_parts, parts)):
             if seen is None:
                 return description
