@@ -290,7 +290,8 @@ def run_check(name, fn, cases, *, arg_names, reference, judge, seal=(), explain_
     failing = []  # the first failing case, and the later ones judged against the list of known mistakes
     started, deadline = time.monotonic(), None
     for number, case in enumerate(cases, 1):
-        if deadline is not None and (time.monotonic() > deadline or (public_cases is not None and number > public_cases)):
+        hidden_beyond = public_cases is not None and number > public_cases
+        if deadline is not None and (time.monotonic() > deadline or hidden_beyond):
             # Naming the cause may cost at most as long again as finding the failure did (5 s at least), and never
             # sends a hidden case that the kernel would not have seen: it sees the next one only by passing this.
             break
