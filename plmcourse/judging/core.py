@@ -286,8 +286,7 @@ def run_check(name, fn, cases, *, arg_names, reference, judge, seal=(), explain_
     """
     sealed = seal_table(seal)
     first = None  # the first failure: (number, case, problem, reply); later failures only test its causes
-    causes, fit = [], []  # the known mistakes that explain the first failure; the failing cases each explains
-    failing = []  # the first failing case, and the later ones judged against the list of known mistakes
+    causes, fit, missed = [], [], []  # the first failure's possible causes; the failing cases each explains
     started, deadline = time.monotonic(), None
     for number, case in enumerate(cases, 1):
         hidden_beyond = public_cases is not None and number > public_cases
@@ -297,13 +296,12 @@ def run_check(name, fn, cases, *, arg_names, reference, judge, seal=(), explain_
             break
         expected = reference(case)
         before = [_copy(value) for _, value in _array_inputs(case)]
-        if first is None:
+        try:
             reply = fn.answer(case) if isinstance(fn, Remote) else call_student(fn, case)
-        else:  # only to name the first failure's cause: a kernel that stops now changes nothing
-            try:
-                reply = fn.answer(case) if isinstance(fn, Remote) else call_student(fn, case)
-            except (wire.WireError, ConnectionError, OSError):
-                break
+        except (wire.WireError, ConnectionError, OSError):
+            if first is None:
+                raise
+            break  # only to name the first failure's cause: a kernel that stops now changes nothing
         case.reply = reply
         if isinstance(fn, Remote):
             fn.note_library(name, case, library_calls(reply.calls, flag_library))
@@ -325,13 +323,12 @@ def run_check(name, fn, cases, *, arg_names, reference, judge, seal=(), explain_
         keys = {_cause_key(c) for c in _causes(problem, seen)}
         if first is None:
             first, causes = (number, case, problem, reply), _causes(problem, seen)
-            fit, failing = [[number] for _ in causes], [number]
+            fit = [[number] for _ in causes]
             missed = [[] for _ in causes]  # later failing cases where a cause could show, and did not
             deadline = time.monotonic() + max(5.0, time.monotonic() - started)
             if not causes:
                 break
         elif seen.consulted:  # a later failure held against the whole list of known mistakes
-            failing.append(number)
             could = {_cause_key(c) for c in seen.applicable}
             for i, cause in enumerate(causes):
                 if _cause_key(cause) in keys:
@@ -355,13 +352,14 @@ def run_check(name, fn, cases, *, arg_names, reference, judge, seal=(), explain_
         print(passed)
 
 
-# A message names a known mistake as the cause when that mistake reproduces every failing case the
+# A message names a known mistake as the cause when that mistake reproduces the failing cases the
 # check saw. After a failure that a known mistake explains, the check runs the remaining cases too, and
 # counts which failing cases each candidate explains: first_match() records here every mistake that fits
 # the case being judged, not only the first in its list, so that two mistakes which give the same number
-# on one case are told apart by the next. A cause that explains at least half of the failing cases but
-# not all is still named, with the first case it leaves unexplained (the answer has a second mistake);
-# one that explains fewer is a coincidence of one case's numbers and is not named.
+# on one case are told apart by the next. A later failing case counts against a cause only where that
+# cause could show (first_match computed it there). A cause that explains at least as many failing cases
+# as it misses is named, with the first case it leaves unexplained (the answer has a second mistake); one
+# that misses more is a coincidence of one case's numbers and is not named.
 _MATCHES_SEEN = contextvars.ContextVar("plmcourse_matches_seen", default=None)
 _MATCHED = "it matches "
 
