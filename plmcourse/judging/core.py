@@ -357,9 +357,10 @@ def run_check(name, fn, cases, *, arg_names, reference, judge, seal=(), explain_
 # counts which failing cases each candidate explains: first_match() records here every mistake that fits
 # the case being judged, not only the first in its list, so that two mistakes which give the same number
 # on one case are told apart by the next. A later failing case counts against a cause only where that
-# cause could show (first_match computed it there). A cause that explains at least as many failing cases
-# as it misses is named, with the first case it leaves unexplained (the answer has a second mistake); one
-# that misses more is a coincidence of one case's numbers and is not named.
+# cause could show (first_match computed it there). A cause that explains more failing cases than it
+# misses is named, with the first case it leaves unexplained (the answer has a second mistake); one that
+# misses as many or more is not named: one case against one other cannot tell a second mistake from a
+# coincidence of one case's numbers (a score of 0 that several mistakes give).
 _MATCHES_SEEN = contextvars.ContextVar("plmcourse_matches_seen", default=None)
 _MATCHED = "it matches "
 
@@ -411,9 +412,9 @@ def _named_by_most_failures(problem, causes, fit, missed):
     if not missed[best]:
         return f"{bare}{_MATCHED}{causes[best]}"
     other = missed[best][0]
-    if len(fit[best]) < len(missed[best]):  # a coincidence of this case's numbers, not the answer's cause
-        return (f"{bare.rstrip('; ,:')} (cases {other} and others fail too, and no known mistake explains most of "
-                f"them: look at what differs rather than for one cause)")
+    if len(fit[best]) <= len(missed[best]):  # maybe a coincidence of this case's numbers: name nothing
+        return (f"{bare.rstrip('; ,:')} (case {other} fails too, and no known mistake explains most of the failing "
+                f"cases: look at what differs rather than for one cause)")
     return f"{bare}{_MATCHED}{causes[best]}, and case {other} fails in another way as well"
 
 

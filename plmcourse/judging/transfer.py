@@ -107,9 +107,13 @@ def _rotation(rng, d, angle):
 
 def _alignment_case(seed, n_src, n_tgt, d, k_train, k_test, *, noise=0.3, dtype=np.float64, as_list=False,
                     two_translations=False, tie=False, zero_row=False, lengths=True, perfect=False, angle=None,
-                    spread=(0.2, 5.0)):
+                    spread=(0.2, 5.0), wrong_entry=False):
     """A source table, and a target table that holds a rotated, noisy, rescaled copy of it in shuffled rows
-    (plus n_tgt - n_src rows of other words); train and test pairs drawn from the true translations."""
+    (plus n_tgt - n_src rows of other words); train and test pairs drawn from the true translations.
+
+    wrong_entry: the last test pair's target is a row pointing away from its source's translation (a wrong
+    entry, as real dictionaries hold): only the farthest target finds it, so that mistake does not score 0,
+    the score of many unrelated mistakes."""
     for attempt in range(200):
         rng = np.random.default_rng(seed * 1000 + attempt)
         src = rng.standard_normal((n_src, d))
@@ -129,6 +133,11 @@ def _alignment_case(seed, n_src, n_tgt, d, k_train, k_test, *, noise=0.3, dtype=
             spare = np.setdiff1d(np.arange(n_tgt), rows)[0]
             tgt[spare] = tgt[rows[s]] * 1.01 + 0.05 * rng.standard_normal(d)
             test = np.concatenate([test, [[s, spare]]])
+        if wrong_entry:
+            s = test[-1, 0]
+            spare = np.setdiff1d(np.arange(n_tgt), rows)[-1]
+            tgt[spare] = -tgt[rows[s]]
+            test[-1, 1] = spare
         if tie:  # a copy of the first test source's nearest target, at a lower index than the pair's target
             s, t = test[0]
             x, y = ref_transfer.unit_rows(src), ref_transfer.unit_rows(tgt)
@@ -165,6 +174,7 @@ def _alignment_case(seed, n_src, n_tgt, d, k_train, k_test, *, noise=0.3, dtype=
         (two_translations, ", a test source with two translations", "two translations"),
         (tie, ", two identical target rows (a tie)", "tie"),
         (zero_row, ", a target row of zeros", "zero row"),
+        (wrong_entry, ", a wrong entry among the test pairs", None),
         (not lengths, ", rows of length 1", None),
         (dtype == np.float32, "", "float32"),
     ])
@@ -188,7 +198,7 @@ def _alignment_cases(hidden):
     cases = [
         # First: a rotation near the identity, rows of very different lengths: every known mistake scores
         # differently here, so the first failure names its cause.
-        _alignment_case(20, 60, 80, 8, 30, 30, noise=0.5, angle=0.3, spread=(0.05, 20.0)),
+        _alignment_case(20, 60, 80, 8, 30, 30, noise=0.5, angle=0.3, spread=(0.05, 20.0), wrong_entry=True),
         _alignment_case(0, 60, 80, 8, 30, 20),
         _alignment_case(1, 50, 50, 6, 25, 20, dtype=np.float32, noise=0.4),
         _alignment_case(2, 40, 60, 5, 20, 15, as_list=True),
@@ -342,6 +352,9 @@ def _judge_alignment(case, got, expected):
     problem = f"the score is {value:.6g}, expected {expected:.6g} ({round(expected * n)} of {n} distinct test sources)"
     if abs(value - round(expected * n)) < 1e-9 and value >= 1:
         return f"{problem}: return the fraction right, not the count"
+    if value == 0:  # the score of many unrelated mistakes: say what it means
+        problem += ", so no test source found its translation"
+
     mistakes = [(description, lambda compute=compute: (np.array(compute()),))
                 for description, compute in _alignment_mistakes(case.data)]
     return matches(problem, first_match((np.array(value),), mistakes, atol=1e-12, rtol=0))

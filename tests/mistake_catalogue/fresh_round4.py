@@ -2525,7 +2525,7 @@ EXPECTED = [
     ('check_alignment_precision_at_1', 'svd of Y.T @ X', 'named', 'W transposed (V U^T): with U S V^T = svd(X^T Y),'),
     ('check_alignment_precision_at_1', 'search only the test targets', 'named', "the search restricted to the test pairs' targets"),
     ('check_alignment_precision_at_1', 'mean over pairs', 'named', 'each test pair counted instead of each distinct '),
-    ('check_alignment_precision_at_1', 'argmax on the wrong axis', 'misleading', ''),
+    ('check_alignment_precision_at_1', 'argmax on the wrong axis', 'generic', ''),
     ('check_alignment_precision_at_1', 'lists of tuples crash', 'named', 'uples: np.asarray(pairs) makes the (k, 2) array)'),
     ('check_alignment_precision_at_1', 'last translation only', 'named', 'one translation kept per source (the last listed'),
     ('check_alignment_precision_at_1', 'train targets excluded', 'named', "the train pairs' targets left out of the search:"),
