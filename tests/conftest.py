@@ -6,7 +6,6 @@ import plmcourse  # noqa: F401  (must come before numpy/torch)
 # (nbgrader.utils imports setuptools): under pytest-xdist that depended on which tests a worker ran before.
 import setuptools  # noqa: F401, E402
 
-import shutil
 import sys
 import threading
 from pathlib import Path
@@ -43,14 +42,11 @@ def root() -> Path:
 
 @pytest.fixture(scope="session")
 def generated_course(tmp_path_factory) -> Path:
-    """A scratch copy of course/ (config and sources only) after `plmcourse release` ran in it."""
-    from plmcourse.release import release_course
+    """A scratch copy of course/ (config and sources only) after `plmcourse release` ran in it, shared by the
+    run's workers (tests/support.py)."""
+    from support import generated_course as shared
 
-    scratch = tmp_path_factory.mktemp("course")
-    shutil.copy(COURSE / "nbgrader_config.py", scratch)
-    shutil.copytree(COURSE / "source", scratch / "source")
-    release_course(scratch)
-    return scratch
+    return shared(tmp_path_factory)
 
 
 def source_notebooks() -> list[Path]:

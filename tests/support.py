@@ -2,9 +2,9 @@
 graded class of 03_attention that the catalogue, attack and hostile-kernel tests all read, a real Jupyter
 server (`jupyter_server`), and what counts as a warning box under a notebook's cell (`unexpected_stderr`).
 
-A scratch course is a copy of course/'s configuration and the named assignments' sources, with
-`nbgrader generate_assignment` run once per assignment and test session (`prepared_course`); each test
-gets its own copy of the prepared folder, which it may change as it likes (`scratch_course`).
+A scratch course is a copy of course/'s configuration and the named assignments' sources and releases, taken
+from one course released once per test session (`generated_course`, `prepared_course`); each test gets its
+own copy of the prepared folder, which it may change as it likes (`scratch_course`).
 
 The graded class (`graded_class`): every submission of tests/test_grading_catalogue.py,
 tests/test_grading_attacks.py and bench/attacks.py (tests/test_grading_hostile_kernel.py) in one export,
@@ -63,19 +63,44 @@ def shared_folder(tmp_path_factory) -> Path:
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
-def prepared_course(tmp_path_factory, *assignments: str) -> Path:
-    """A course with `assignments` released (generate_assignment), made once per run and never changed."""
-    folder = shared_folder(tmp_path_factory) / ("prepared-" + "-".join(assignments))
+def generated_course(tmp_path_factory) -> Path:
+    """A copy of course/ (configuration and sources) after `plmcourse release` ran in it: every source tidied,
+    every assignment generated, in one gradebook. Made once per run, whichever worker asks first; never changed."""
+    from plmcourse.release import release_course
+
+    folder = shared_folder(tmp_path_factory) / "generated"
     with locked(folder.with_suffix(".lock")):
         if not (folder / "course" / ".prepared").exists():
             shutil.rmtree(folder, ignore_errors=True)
             course = folder / "course"
             course.mkdir(parents=True)
             shutil.copy(COURSE / "nbgrader_config.py", course)
+            shutil.copytree(COURSE / "source", course / "source")
+            release_course(course)
+            (course / ".prepared").write_text("")
+    return folder / "course"
+
+
+def prepared_course(tmp_path_factory, *assignments: str) -> Path:
+    """A course with `assignments` released (generated), taken from the generated course (its gradebook without the
+    other assignments); made once per run and never changed."""
+    from nbgrader.api import Gradebook
+
+    folder = shared_folder(tmp_path_factory) / ("prepared-" + "-".join(assignments))
+    with locked(folder.with_suffix(".lock")):
+        if not (folder / "course" / ".prepared").exists():
+            generated = generated_course(tmp_path_factory)
+            shutil.rmtree(folder, ignore_errors=True)
+            course = folder / "course"
+            course.mkdir(parents=True)
+            shutil.copy(generated / "nbgrader_config.py", course)
+            shutil.copy(generated / "gradebook.db", course)
             for assignment in assignments:
-                shutil.copytree(COURSE / "source" / assignment, course / "source" / assignment)
-                subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", assignment, "--force"],
-                               cwd=course, check=True, capture_output=True, env=nbgrader_env())
+                for part in ("source", "release"):
+                    shutil.copytree(generated / part / assignment, course / part / assignment)
+            with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+                for other in [a.name for a in gradebook.assignments if a.name not in assignments]:
+                    gradebook.remove_assignment(other)
             (course / ".prepared").write_text("")
     return folder / "course"
 

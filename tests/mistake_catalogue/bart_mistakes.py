@@ -61,7 +61,19 @@ def infill_new_length_on_overlap(tokens, rng, mask_id, mask_ratio=0.3, poisson_l
     return _infill_by_retries(tokens, rng, mask_id, mask_ratio, poisson_lambda, new_length_on_overlap=True)
 
 
-def _infill_by_retries(tokens, rng, mask_id, mask_ratio, poisson_lambda, new_length_on_overlap):
+def infill_zero_length_replaces(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
+    """A zero-length span puts its mask over the token at its gap (a span of one, outside the budget) instead of
+    inserting it and removing nothing."""
+    return _infill_by_retries(tokens, rng, mask_id, mask_ratio, poisson_lambda, False, zero_replaces=True)
+
+
+def infill_fixed_length(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
+    """Every span round(poisson_lambda) long: no length is drawn."""
+    return _infill_by_retries(tokens, rng, mask_id, mask_ratio, poisson_lambda, False, fixed_length=True)
+
+
+def _infill_by_retries(tokens, rng, mask_id, mask_ratio, poisson_lambda, new_length_on_overlap, zero_replaces=False,
+                       fixed_length=False):
     tokens = list(tokens)
     n = len(tokens)
     budget = round(mask_ratio * n)
@@ -69,9 +81,16 @@ def _infill_by_retries(tokens, rng, mask_id, mask_ratio, poisson_lambda, new_len
     misses, length = 0, None
     while len(covered) < budget:
         if length is None or new_length_on_overlap:
-            length = min(int(rng.poisson(poisson_lambda)), budget - len(covered))
+            drawn = max(1, round(poisson_lambda)) if fixed_length else int(rng.poisson(poisson_lambda))
+            length = min(drawn, budget - len(covered))
         if length == 0:
-            inserts.append(int(rng.integers(0, n + 1)))
+            gap = int(rng.integers(0, n + 1))
+            if zero_replaces and gap < n and gap not in covered:
+                spans[gap] = 1
+                covered.add(gap)
+                budget += 1  # the replaced token does not count: the budget is still to be covered by spans
+            else:
+                inserts.append(gap)
             length = None
             continue
         if misses > 50:
@@ -195,6 +214,8 @@ INFILLING_MISTAKES = [
     ("an inserted mask never before the first token", infill_gap_never_at_the_start, "landed before the first token"),
     ("a mask per token", infill_token_masking, "every removed token got its own mask"),
     ("a new length on an overlap", infill_new_length_on_overlap, "keep the length and draw only the start again"),
+    ("a zero-length span replaces a token", infill_zero_length_replaces, "a zero-length span replaced a token"),
+    ("every span the same length", infill_fixed_length, "so that lengths vary"),
     ("token deletion", infill_deletion, "without a mask in their place"),
     ("no zero-length spans", infill_no_zero_length, "a span of length 0 must still insert one mask"),
     ("ignores poisson_lambda", infill_ignores_lambda, "expected about poisson_lambda = 1.0"),
