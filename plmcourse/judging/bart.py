@@ -64,8 +64,8 @@ def _infilling_case(seed, n, mask_id=1, mask_ratio=None, poisson_lambda=None, st
 
 def _infilling_cases(hidden):
     # The statistics cases are as short as the catalogue allows: every mistake in it is caught at 10 of 10 seeds
-    # shifted by 1000 k, but a length drawn again on an overlap, which needs the 5,000 tokens of case 55 (19 of
-    # 20 so; 8 of 10 at 3,000).
+    # shifted by 1000 k but one, a length drawn again on an overlap: 19 of 20 with case 55's 5,000 tokens, 8 of 10
+    # at 3,000.
     # Grading stops a cell after 60 s, and an answer that loops over the sequence in Python for every span is
     # quadratic: at 20,000 tokens it took about 40 s a call (tests/mistake_catalogue/fresh/RESULTS.md).
     cases = [

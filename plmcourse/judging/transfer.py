@@ -354,7 +354,6 @@ def _judge_alignment(case, got, expected):
         return f"{problem}: return the fraction right, not the count"
     if value == 0:  # the score of many unrelated mistakes: say what it means
         problem += ", so no test source found its translation"
-
     mistakes = [(description, lambda compute=compute: (np.array(compute()),))
                 for description, compute in _alignment_mistakes(case.data)]
     return matches(problem, first_match((np.array(value),), mistakes, atol=1e-12, rtol=0))
