@@ -181,6 +181,24 @@ def test_a_cause_that_explains_one_failing_case_against_one_other_is_not_named()
     assert "it matches" not in message and "case 2 fails too" in message
 
 
+def test_answers_to_the_later_cases_steer_the_hint_never_the_verdict():
+    """A kernel that answers the cases run only to name a cause in a way of its choosing (an attack on the
+    message) moves the hint among the known mistakes; the failure, its case and its numbers stay."""
+    messages = {}
+    for name, later in (("doubled", lambda x: 2 * x), ("squared", lambda x: x ** 2), ("right", lambda x: x)):
+        calls = []
+
+        def answer(x, later=later):
+            calls.append(x)
+            return 2 * x if len(calls) == 1 else later(x)  # case 1: the same wrong numbers every time
+        messages[name] = _toy_run(answer)
+    verdict = ("check_toy failed on case 1 of 3 (x = [2.0, 0.0]): the output differs from the expected by up to 2 "
+               "(at [0]: expected 2, got 4); it matches ")
+    assert all(message.startswith(verdict) for message in messages.values()), messages
+    assert messages["doubled"].endswith("doubled: return x.") and messages["squared"].endswith("squared: return x.")
+    assert messages["right"].endswith("doubled: return x.")  # nothing tells them apart: the first listed
+
+
 def test_a_later_crash_neither_confirms_nor_refutes_a_cause():
     def doubles_then_crashes(x):
         if x[0] == 2.0:
