@@ -80,6 +80,29 @@ def test_greedy_answers_stop_at_the_end_mark():
     assert answers == one_by_one  # prompts of one length run together, each as if alone
 
 
+class _Recites(torch.nn.Module):
+    """A stand-in GPT that answers every prompt with `text`, one character a step (greedy: a one-hot logit)."""
+
+    def __init__(self, text, prompt_length):
+        super().__init__()
+        self.text, self.prompt_length = data.encode(text), prompt_length
+        self.config = type("Config", (), {"max_len": 64})()
+
+    def forward(self, ids):  # (b, L) -> (b, L, V)
+        logits = torch.zeros(*ids.shape, len(data.VOCAB))
+        logits[:, -1, self.text[ids.shape[1] - self.prompt_length]] = 1.0
+        return logits
+
+
+def test_the_longest_right_answer_written_long_is_not_cut_before_its_end():
+    prompt, target = "drop a: bcdefba=", "bcdefb."
+    longest = data.verbose(target)  # "bcdefb ok ok.": 13 characters
+    model = _Recites(longest, len(prompt))
+    [answer] = nn_instruct.greedy_answers(model, [prompt], CPU)
+    assert answer == longest and data.answer_score(answer, target) == 1
+    assert nn_instruct.rule_scores(model, [(prompt, target)], CPU).tolist() == [1]
+
+
 def test_reward_features_and_the_bradley_terry_fit():
     model = nn_instruct.instruction_gpt(0, CPU)
     triples = [("drop a: abca=", "bc.", "bc ok ok."), ("item 2: abcd=", "b.", "c.")]

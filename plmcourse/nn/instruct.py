@@ -98,8 +98,9 @@ def fit_reward_model(chosen_features, rejected_features, steps=300, lr=0.05):
 
 
 @torch.no_grad()
-def greedy_answers(model, prompts, device, max_new=12):
-    """Each prompt's greedy continuation, cut after the first "." (or after max_new characters).
+def greedy_answers(model, prompts, device, max_new=24):
+    """Each prompt's greedy continuation, cut after the first "." (or after max_new characters: the longest right
+    answer, written long, is 13, "abcdef ok ok.", and one cut before its "." would count as wrong).
     Prompts of one length run together (right padding would shift the positions)."""
     model.eval()
     out = [None] * len(prompts)
