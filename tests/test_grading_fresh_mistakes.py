@@ -95,7 +95,8 @@ def test_round3_wrong_answers_fail_with_their_cause(check, name, now, fragment):
 from mistake_catalogue.fresh_round4 import (  # noqa: E402
     CORRECT_BY_THE_SPEC_NOW, EXPECTED as EXPECTED4, FRESH as FRESH4, NUMPY_ONLY)
 
-SLOW = {"check_text_infilling"}  # about 40 s a call: measured by hand, fresh/RESULTS.md
+SLOW = {"check_text_infilling"}  # 2-4 minutes for the set (its plainest correct answer: 33 s + 46 s): measured by
+                                 # hand, fresh/RESULTS.md; its two fixed messages are in the bart catalogue
 CORRECT4 = [(check, name, fn) for check, entry in FRESH4.items() if check not in SLOW
             for name, fn in entry["correct"] if (check, name) not in NUMPY_ONLY]
 CORRECT4 += [(check, name, fn) for check, entry in FRESH4.items() for name, fn, _ in entry["wrong"]
@@ -108,7 +109,7 @@ def test_round4_expectations_cover_the_whole_set():
     assert {(check, name) for check, name, *_ in EXPECTED4} == defined
     assert sum(len(entry["wrong"]) for entry in FRESH4.values()) >= 60
     assert sum(len(entry["correct"]) for entry in FRESH4.values()) >= 12
-    assert {now for _, _, now, _ in EXPECTED4} <= {"named", "generic", "misleading"}  # none passes
+    assert {now for _, _, now, _ in EXPECTED4} <= {"named", "generic"}  # none passes, none names another cause
 
 
 @pytest.mark.parametrize("check, name, fn", CORRECT4, ids=[f"{c}-{n}" for c, n, _ in CORRECT4])
@@ -127,6 +128,8 @@ def test_round4_wrong_answers_fail_with_their_cause(check, name, now, fragment):
     assert message.startswith(f"{check} failed on ") and "\n" not in message
     if now == "named":
         assert fragment in message
+    else:  # generic: says what differs, and names no known mistake (none that would mislead)
+        assert "it matches" not in message
 
 
 @pytest.mark.parametrize("check, name", NUMPY_ONLY, ids=[f"{c}-{n}" for c, n in NUMPY_ONLY])
