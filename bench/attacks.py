@@ -1060,7 +1060,234 @@ POLICY_ROUND = [
 ]
 
 CATALOGUE += POLICY_ROUND
-BY_NAME = {s.name: s for s in CATALOGUE}
+
+# ----------------------------------------------------------------------------
+# Issue 43's host-resource round, written before the caps it measures. Each attack cell runs after the
+# last test cell (so the marks are the notebook's own), holds as much of one host resource as it can,
+# and prints "held: N" as it goes (flushed), so that the autograded notebook keeps the most it held even
+# when the kernel is stopped. HELD_AT_MOST is what a capped kernel can hold; OUTPUT attacks are judged
+# by the grader's own peak memory and the notebook's size instead.
+
+HELD = """\
+import sys
+def held(n):
+    print("held:", int(n), flush=True)
+"""
+ANON_SHARED_MMAP = HELD + """\
+import mmap
+maps, chunk = [], b"\\1" * (16 << 20)
+try:
+    for _ in range(24):                                   # 6 GiB in 256 MiB pieces: MAP_SHARED, not data
+        m = mmap.mmap(-1, 256 << 20)
+        for _ in range(16):
+            m.write(chunk)
+        maps.append(m)
+        held(len(maps) * 256)                             # MiB
+except Exception as error:
+    print("stopped:", type(error).__name__, error)
+"""
+MANY_DIRECTORIES = HELD + """\
+import os
+made = 0
+try:
+    for i in range(400_000):                             # empty folders: no bytes, one inode each
+        os.mkdir(f"/tmp/d{i}")
+        made += 1
+        if made % 20_000 == 0:
+            held(made)
+except OSError as error:
+    print("stopped:", error)
+held(made)
+"""
+MANY_SYMLINKS = HELD + """\
+import os
+made = 0
+try:
+    for i in range(400_000):                             # links in the working folder: an inode each
+        os.symlink("/nowhere/" + "x" * 200, f"l{i}")
+        made += 1
+        if made % 20_000 == 0:
+            held(made)
+except OSError as error:
+    print("stopped:", error)
+held(made)
+"""
+MANY_HARD_LINKS = HELD + """\
+import os
+open("/dev/shm/one", "w").close()
+made = 0
+try:
+    for i in range(400_000):                             # names for one file: dentries, not bytes
+        os.link("/dev/shm/one", f"/dev/shm/h{i}")
+        made += 1
+        if made % 20_000 == 0:
+            held(made)
+except OSError as error:
+    print("stopped:", error)
+held(made)
+"""
+TORCH_SAVE_FILES = HELD + """\
+import torch
+made = 0
+try:
+    t = torch.zeros(1)
+    for i in range(200_000):                             # files written by torch's C++ writer
+        torch.save(t, f"/tmp/t{i}.pt")
+        made += 1
+        if made % 10_000 == 0:
+            held(made)
+except Exception as error:
+    print("stopped:", error)
+held(made)
+"""
+PIPE_BUFFERS = HELD + """\
+import fcntl, os, resource
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+pipes, total = [], 0
+try:
+    for _ in range(20_000):                              # kernel memory: a pipe's buffer is not data
+        r, w = os.pipe()
+        os.set_blocking(w, False)
+        fcntl.fcntl(w, 1031, 1 << 20)                    # F_SETPIPE_SZ
+        try:
+            while True:
+                total += os.write(w, b"x" * 65536)
+        except BlockingIOError:
+            pass
+        pipes.append((r, w))
+        if len(pipes) % 200 == 0:
+            held(total >> 20)                            # MiB
+except OSError as error:
+    print("stopped:", error)
+held(total >> 20)
+"""
+SOCKET_BUFFERS = HELD + """\
+import resource, socket
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+pairs, total = [], 0
+try:
+    for _ in range(20_000):                              # queued datagrams: kernel memory
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        a.setblocking(False)
+        try:
+            while True:
+                total += a.send(b"x" * 60_000)
+        except BlockingIOError:
+            pass
+        pairs.append((a, b))
+        if len(pairs) % 200 == 0:
+            held(total >> 20)                            # MiB
+except OSError as error:
+    print("stopped:", error)
+held(total >> 20)
+"""
+THREAD_FLOOD = HELD + """\
+import threading
+threading.stack_size(64 * 1024)                          # small stacks: the data ceiling barely counts them
+gate, threads = threading.Event(), []
+try:
+    for _ in range(30_000):                              # each holds a kernel stack and a task
+        t = threading.Thread(target=gate.wait, daemon=True)
+        t.start()
+        threads.append(t)
+        if len(threads) % 1000 == 0:
+            held(len(threads))
+except Exception as error:
+    print("stopped:", type(error).__name__, error)
+held(len(threads))
+gate.set()
+"""
+EVENTFD_HOARD = HELD + """\
+import os, resource
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+fds = []
+try:
+    for _ in range(2_000_000):                           # open files: kernel memory, no bytes
+        fds.append(os.eventfd(0))
+        if len(fds) % 50_000 == 0:
+            held(len(fds))
+except OSError as error:
+    print("stopped:", error)
+held(len(fds))
+"""
+STREAM_FLOOD = """\
+import sys
+chunk = "x" * (1 << 20)
+for _ in range(1500):                                    # 1.5 GB, 1 MiB a write: each travels to the grader
+    sys.stdout.write(chunk)
+    sys.stdout.flush()
+"""
+FD_FLOOD = """\
+import os
+chunk = b"y" * (1 << 20)
+for _ in range(1500):                                    # 1.5 GB below Python: the kernel's own stdout
+    os.write(1, chunk)
+"""
+DISPLAY_FLOOD = """\
+from IPython.display import HTML, display
+for i in range(300_000):                                 # many small outputs: each one an object in the grader
+    display(HTML(f"<b>{i}</b>"))
+"""
+HONEST_FILES = """\
+import os, tempfile
+import matplotlib.pyplot as plt
+folder = tempfile.mkdtemp()
+for i in range(300):                                     # a few hundred scratch files, as a student might
+    with open(os.path.join(folder, f"note{i}.txt"), "w") as f:
+        f.write(str(i))
+plt.plot([0, 1], [1, 0]); plt.title("a figure saved to a file"); plt.savefig(os.path.join(folder, "fig.png"))
+plt.close()
+print(len(os.listdir(folder)), "files written")
+"""
+
+CUMSUM_CAUSAL = """\
+def causal_mask(n):
+    return np.cumsum(np.eye(n, dtype=int), axis=0) == 1       # row i: ones from the diagonal down
+"""
+
+LAST_TEST = "test_multi_head_attention"
+HELD_AT_MOST = {  # what a kernel may hold at the caps (course/INSTRUCTORS.md), in the unit it prints
+    "r-anon-shared-mmap": 4096 + 1536,    # MiB: the whole kernel's memory ceiling
+    "r-many-directories": 10_000, "r-many-symlinks": 10_000, "r-many-hard-links": 10_000,
+    "r-torch-save-files": 10_000,         # files in one writable folder
+    "r-pipe-buffers": 1024, "r-socket-buffers": 1024,   # MiB of kernel buffers
+    "r-thread-flood": 1024,               # tasks
+    "r-eventfd-hoard": 1024,              # open files
+}
+RESOURCE_ROUND = [
+    Submission("r-anon-shared-mmap", "stops", lambda: after_cell(release(), LAST_TEST, ANON_SHARED_MMAP), (),
+               "6 GiB of anonymous shared memory (mmap(-1)): not the data segment", may_stop=True, after=("resource_capped",)),
+    Submission("r-many-directories", "stops", lambda: after_cell(release(), LAST_TEST, MANY_DIRECTORIES), (),
+               "400,000 empty folders in /tmp", after=("resource_capped",)),
+    Submission("r-many-symlinks", "stops", lambda: after_cell(release(), LAST_TEST, MANY_SYMLINKS), (),
+               "400,000 symbolic links in the working folder", after=("resource_capped",)),
+    Submission("r-many-hard-links", "stops", lambda: after_cell(release(), LAST_TEST, MANY_HARD_LINKS), (),
+               "400,000 hard links to one file in /dev/shm", after=("resource_capped",)),
+    Submission("r-torch-save-files", "stops", lambda: after_cell(release(), LAST_TEST, TORCH_SAVE_FILES), (),
+               "200,000 files written by torch.save (C++, no Python open)", after=("resource_capped",)),
+    Submission("r-pipe-buffers", "stops", lambda: after_cell(release(), LAST_TEST, PIPE_BUFFERS), (),
+               "pipes enlarged to 1 MiB and filled, file limit raised to its hard value", after=("resource_capped",)),
+    Submission("r-socket-buffers", "stops", lambda: after_cell(release(), LAST_TEST, SOCKET_BUFFERS), (),
+               "datagrams queued in Unix socket pairs", after=("resource_capped",)),
+    Submission("r-thread-flood", "stops", lambda: after_cell(release(), LAST_TEST, THREAD_FLOOD), (),
+               "30,000 threads with 64 KiB stacks", after=("resource_capped",)),
+    Submission("r-eventfd-hoard", "stops", lambda: after_cell(release(), LAST_TEST, EVENTFD_HOARD), (),
+               "2 million eventfds after raising the file limit", after=("resource_capped",)),
+    Submission("r-stream-flood", "stops", lambda: after_cell(release(), LAST_TEST, STREAM_FLOOD), (),
+               "1.5 GB printed in 1 MiB writes", may_stop=True, after=("output_capped", "grader_memory")),
+    Submission("r-fd-flood", "stops", lambda: after_cell(release(), LAST_TEST, FD_FLOOD), (),
+               "1.5 GB written to file descriptor 1", may_stop=True, after=("output_capped", "grader_memory")),
+    Submission("r-display-flood", "stops", lambda: after_cell(release(), LAST_TEST, DISPLAY_FLOOD), (),
+               "300,000 small HTML outputs", may_stop=True, after=("output_capped", "grader_memory")),
+    Submission("h-scratch-files", "honest", lambda: after_cell(partly(causal_mask=CUMSUM_CAUSAL), LAST_TEST, HONEST_FILES),
+               ("softmax", "scaled_dot_product_attention", "multi_head_attention"),
+               "one answer of its own, then 300 scratch files and a saved figure (three exercises left as handed "
+               "out)", after=("no_flag",)),
+]
+BY_NAME = {s.name: s for s in CATALOGUE + RESOURCE_ROUND}
 CANARY = "h-plain"
 
 
@@ -1077,6 +1304,7 @@ class Run:
     tmp: Path
     seconds: float
     students: list = field(default_factory=list)
+    peak_rss: int = 0  # bytes: the largest resident size of any process the run waited for
 
 
 def scratch_course(root: Path) -> Path:
@@ -1107,12 +1335,21 @@ def grade_all(root: Path, names) -> Run:
     start = time.perf_counter()
     # TMPDIR: the grader's scratch folders land in our own folder, so that what a run leaves
     # behind is ours to see (and to remove), never another run's on a shared machine.
-    done = subprocess.run([sys.executable, "-m", "plmcourse", "grade", "all", ASSIGNMENT, str(export),
-                           "--course", str(course)], capture_output=True, text=True, errors="replace",
-                          env=environment(TMPDIR=str(tmp)))
-    run = Run(course, done.stdout + done.stderr, done.returncode, tmp, time.perf_counter() - start, list(names))
+    # Waited for with wait4, whose account covers the grader and every process it waited for: the peak
+    # resident size of the largest of them (Linux reports KiB).
+    with open(root / "out.txt", "w+b") as out:
+        child = subprocess.Popen([sys.executable, "-m", "plmcourse", "grade", "all", ASSIGNMENT, str(export),
+                                  "--course", str(course)], stdout=out, stderr=subprocess.STDOUT,
+                                 env=environment(TMPDIR=str(tmp)))
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        report = out.read().decode(errors="replace")
+    run = Run(course, report, child.returncode, tmp, time.perf_counter() - start, list(names),
+              usage.ru_maxrss * 1024)
     (root / "run.json").write_text(json.dumps({"report": run.report, "returncode": run.returncode,
-                                               "seconds": run.seconds, "students": run.students}))
+                                               "seconds": run.seconds, "students": run.students,
+                                               "peak_rss": run.peak_rss}))
     return run
 
 
@@ -1120,7 +1357,7 @@ def load_run(root: Path) -> Run:
     """A run graded earlier (kept with --keep), to judge again without grading again."""
     saved = json.loads((root / "run.json").read_text())
     return Run(root / "course", saved["report"], saved["returncode"], root / "tmp", saved["seconds"],
-               saved["students"])
+               saved["students"], saved.get("peak_rss", 0))
 
 
 def remove_tree(path: Path) -> None:
@@ -1366,9 +1603,26 @@ def output_capped(run, student):
     return problems
 
 
+def resource_capped(run, student):
+    """The kernel held no more of the resource than the cap allows (HELD_AT_MOST), by its own last word."""
+    found = [int(n) for n in re.findall(r"^held: (\d+)$", printed(run.course, student), flags=re.M)]
+    most = max(found, default=0)
+    return [f"held {most} (the cap allows {HELD_AT_MOST[student]})"] if most > HELD_AT_MOST[student] else []
+
+
+GRADER_MEMORY = 1536 * 1024 ** 2  # bytes: the largest grading process of an honest class peaks near 0.8 GB
+
+
+def grader_memory(run, student):
+    """No process of `grade all` grew past GRADER_MEMORY while this submission was graded."""
+    if run.peak_rss > GRADER_MEMORY:
+        return [f"a grading process reached {run.peak_rss / 1024 ** 3:.1f} GB"]
+    return []
+
+
 AFTERWARDS = {f.__name__: f for f in (no_forged_lines, printable_flags, inert, class_finished, nothing_left,
                                       socket_capped, hidden_values_kept, flag_reaches_instructor, classmates_flagged, no_flag,
-                                      output_capped)}
+                                      output_capped, resource_capped, grader_memory)}
 
 
 # ----------------------------------------------------------------------------
@@ -1453,10 +1707,11 @@ def measure(workdir: Path, split: bool, again: bool = False, only=()) -> tuple[d
     """Grade the catalogue (in one run, or with --split the may_stop ones alone) and judge every
     submission; again=True judges the runs kept in `workdir` without grading; `only` grades those
     submissions (and h-plain) instead of the whole catalogue."""
-    names = [s.name for s in CATALOGUE if not only or s.name in only or s.name == CANARY]
+    pool = CATALOGUE + RESOURCE_ROUND if only else CATALOGUE
+    names = [s.name for s in pool if not only or s.name in only or s.name == CANARY]
     groups = [names]
     if split:
-        stoppers = [s.name for s in CATALOGUE if s.may_stop and s.name in names]
+        stoppers = [s.name for s in pool if s.may_stop and s.name in names]
         groups = [[n for n in names if n not in stoppers]] + [[n, CANARY] for n in stoppers]
     results, runs = {}, []
     for number, group in enumerate(groups):
@@ -1471,7 +1726,7 @@ def measure(workdir: Path, split: bool, again: bool = False, only=()) -> tuple[d
             got, problems = verdict(run, CANARY)
             if problems:
                 results[group[0]][1].append(f"the honest student beside it: {'; '.join(problems)}")
-    order = {s.name: i for i, s in enumerate(CATALOGUE)}
+    order = {s.name: i for i, s in enumerate(CATALOGUE + RESOURCE_ROUND)}
     return dict(sorted(results.items(), key=lambda item: order[item[0]])), runs
 
 

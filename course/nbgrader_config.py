@@ -28,19 +28,20 @@ c.Execute.kernel_name = "python3"
 # about a second for it to wind down (a third of a graded notebook's time).
 c.Execute.shutdown_kernel = "immediate"
 
-# Cells tagged "demo" (experiments, plots, widgets) are skipped when grading, unless a cell
-# that runs reads a name one of them defines; see plmcourse/grading/demos.py. Grades are
-# the same, in a fraction of the time. PLMCOURSE_RUN_DEMOS=1 runs every cell.
-if os.environ.get("PLMCOURSE_RUN_DEMOS") != "1":
-    from nbgrader.converters import Autograde
-    from nbgrader.preprocessors import Execute
+# The executor of grading (plmcourse/autograde/nbgrader_ext.py: ExecuteForGrading). Cells tagged "demo"
+# (experiments, plots, widgets) are skipped, unless a cell that runs reads a name one of them defines;
+# see plmcourse/autograde/demos.py. Grades are the same, in a fraction of the time.
+# PLMCOURSE_RUN_DEMOS=1 runs every cell. And a kernel's outputs are capped as they arrive (4 MB a cell,
+# 16 MB a notebook, one line saying what was dropped), so that no notebook can fill the grader's memory.
+from nbgrader.converters import Autograde
+from nbgrader.preprocessors import Execute
 
-    from plmcourse.autograde.nbgrader_ext import ExecuteSkippingDemos
+from plmcourse.autograde.nbgrader_ext import ExecuteForGrading
 
-    # (No comprehension here: nbgrader runs this file in a way that hides its names from one.)
-    preprocessors = Autograde.class_traits()["autograde_preprocessors"].default()
-    preprocessors[preprocessors.index(Execute)] = ExecuteSkippingDemos
-    c.Autograde.autograde_preprocessors = preprocessors
+# (No comprehension here: nbgrader runs this file in a way that hides its names from one.)
+preprocessors = Autograde.class_traits()["autograde_preprocessors"].default()
+preprocessors[preprocessors.index(Execute)] = ExecuteForGrading
+c.Autograde.autograde_preprocessors = preprocessors
 
 # A submission that deleted a test cell still gets that test back (and is graded on it)
 # instead of being left silently as "needs manual grade".

@@ -7,7 +7,7 @@ from traitlets.config.loader import PyFileConfigLoader
 
 from conftest import COURSE, source_notebooks
 from plmcourse.autograde.demos import DEMO_TAG, cell_names, cells_to_skip, is_demo
-from plmcourse.autograde.nbgrader_ext import ExecuteSkippingDemos
+from plmcourse.autograde.nbgrader_ext import ExecuteForGrading
 
 
 @pytest.mark.parametrize("source, defines, reads", [
@@ -95,16 +95,16 @@ def test_instructor_solutions_need_no_demo_cell(path):
     assert not needed, f"{path.name}: cells {sorted(needed)} are tagged demo but graded code uses their names"
 
 
-def test_course_config_loads_and_installs_the_demo_skipping_executor():
+def test_course_config_loads_and_installs_the_grading_executor():
     # nbgrader logs an error in a config file and goes on without the file: load it strictly here.
     config = PyFileConfigLoader("nbgrader_config.py", path=str(COURSE)).load_config()
     preprocessors = config.Autograde.autograde_preprocessors
-    assert ExecuteSkippingDemos in preprocessors
+    assert ExecuteForGrading in preprocessors
     assert config.Execute.timeout == 60
     assert config.OverwriteCells.add_missing_cells is True
 
 
-def test_course_config_runs_every_cell_when_asked(monkeypatch):
+def test_every_cell_runs_when_asked_and_outputs_are_still_capped(monkeypatch):
     monkeypatch.setenv("PLMCOURSE_RUN_DEMOS", "1")
     config = PyFileConfigLoader("nbgrader_config.py", path=str(COURSE)).load_config()
-    assert "autograde_preprocessors" not in config.Autograde
+    assert ExecuteForGrading in config.Autograde.autograde_preprocessors  # the same executor: its cap stays

@@ -269,6 +269,24 @@ def test_classmates_are_paired_but_copies_of_the_course_explain_themselves():
     assert evidence.classmates("nb", prints, copied={("ann", "softmax"), ("bob", "softmax")}) == []
 
 
+def test_the_closest_unflagged_pairs_are_listed_closest_first_for_a_person(tmp_path):
+    base = set(range(100))
+    prints = {"ann": {"softmax": sorted(base)},
+              "bob": {"softmax": sorted(set(range(15, 115)))},     # 0.85 of ann's: under the threshold
+              "cy": {"softmax": sorted(base | {900})},             # 1.00: flagged, so not listed
+              "dee": {"softmax": sorted(set(range(50, 150)))},     # 0.50 of ann's
+              "eve": {"softmax": list(range(20))}}                 # too short to compare
+    pairs = evidence.closest_pairs("nb", prints, copied=set())
+    assert [pair[1:3] for pair in pairs[:2]] == [("ann", "bob"), ("bob", "cy")] and pairs[0][0] == 0.85
+    assert all(share < evidence.CLASSMATES_SIMILAR for share, *_ in pairs) and not any("eve" in p for p in pairs)
+    assert [share for share, *_ in pairs] == sorted((share for share, *_ in pairs), reverse=True)
+    assert evidence.closest_pairs("nb", prints, copied=set(), most=1) == pairs[:1]
+    review.write_closest(tmp_path, "03_attention", [(s, a, b, "nb", e) for s, a, b, e in pairs])
+    lines = review.review_table(tmp_path, "03_attention")  # no flags: the closest pairs still show
+    assert lines[0].startswith("no flags for 03_attention") and "not flagged" in lines[1]
+    assert lines[3].split() == ["0.85", "ann", "bob", "nb", "softmax"]
+
+
 # ----------------------------------------------------------------------------
 # The judge: the first hidden run decides, and the kernel is told no hidden values
 
@@ -472,6 +490,25 @@ def test_refusals_the_kernel_reports_are_bounded_inert_flags_between_and_inside_
     for flag in notebook_flags + check_flags:
         assert flag.startswith("the kernel's policy refused while grading")
         assert "\n" not in flag and "\x1b" not in flag and len(flag) <= 400
+
+
+def test_the_launcher_s_word_that_it_stopped_a_kernel_is_a_flag_and_keeps_the_verdicts(tmp_path, monkeypatch):
+    """The launcher stops a kernel past a resource cap and says why on a connection of its own: a flag of the
+    notebook, one plain line; the verdicts the kernel already earned stay (its connection is not a new kernel)."""
+    from plmcourse.autograde import sandbox
+    from plmcourse.autograde.judge import POLICY
+
+    judge, folder = _judge_in_a_course(tmp_path)
+    with judge:
+        _kernel_runs(judge, folder, [("check_softmax", honest_softmax, True)])
+        monkeypatch.setenv("PLMCOURSE_JUDGE_SOCKET", str(judge.socket_path))
+        sandbox.tell_judge_stopped(folder, "the grading kernel was stopped: it made more than 10,000 files\x1b[2J\nin /tmp")
+        time.sleep(0.2)
+    record = read_record(judge.record_path(folder))
+    assert record["check_softmax"]["passed"] and record["check_softmax"]["hidden"]
+    [flag] = record[POLICY]["flags"]
+    assert flag.startswith("the grading kernel was stopped: it made more than 10,000 files") and flag.endswith("in /tmp")
+    assert "\n" not in flag and "\x1b" not in flag
 
 
 @pytest.mark.parametrize("softmax, inherited", [

@@ -203,3 +203,22 @@ def test_a_cell_ipython_cannot_compile_is_an_error_in_that_cell_and_the_kernel_a
     """)
     done = subprocess.run([sys.executable, "-c", body], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert json.loads(done.stdout.strip().splitlines()[-1]) == ["RecursionError", "RecursionError", True, 42]
+
+
+def test_anonymous_memory_through_mmap_is_refused_and_a_map_of_a_file_is_not():
+    seen = run_hooked("""
+        import mmap
+        attempt("anonymous", lambda: mmap.mmap(-1, 1 << 20))
+        attempt("anonymous private", lambda: mmap.mmap(-1, 4096, flags=mmap.MAP_PRIVATE))
+        with open("data.bin", "wb") as f:
+            f.write(b"x" * 8192)
+        with open("data.bin", "r+b") as f:
+            attempt("a file", lambda: mmap.mmap(f.fileno(), 0)[:2] == b"xx")
+        attempt("numpy memmap", lambda: float(np.memmap("data.bin", dtype=np.uint8, mode="r")[0]) == 120.0)
+    """)
+    results, told = seen["results"], seen["told"]
+    for name in ("anonymous", "anonymous private"):
+        assert results[name] == ("PermissionError: refused while grading: anonymous memory through mmap (a map of "
+                                 "no file): it is shared memory, which the kernel's memory ceiling does not count")
+    assert results["a file"] == "ran" and results["numpy memmap"] == "ran"
+    assert len([s for s in told if "mmap" in s]) == 1  # told once

@@ -860,3 +860,120 @@ def test_a_candidate_is_stopped_by_its_cpu_time_and_one_that_waits_is_not():
     assert sandbox._run_forked(lambda candidate: candidate(), lambda: time.sleep(1.5), seconds=60,
                                cpu_seconds=0.5) == "pass"
     assert sandbox._run_forked(lambda candidate: candidate(), lambda: 1 / 0, seconds=60) == "fail"
+
+
+def launched(course, code, box=None):
+    """Run `code` in the sandbox through the launcher's own run_sandboxed (its watch and cgroup);
+    returns (exit status, what it printed, the sentences the launcher would tell the judge)."""
+    cmd = sandbox.bwrap_command([sys.executable, "-c", textwrap.dedent(code)], folder_of(course), course)
+    said, read, write = [], *os.pipe()
+    saved = os.dup(1)
+    os.dup2(write, 1)  # the child's stdout: run_sandboxed starts it with ours
+    try:
+        status = sandbox.run_sandboxed(cmd, [], [], box=box, watched=["/tmp", "/dev/shm", str(folder_of(course))],
+                                       on_stop=said.append)
+    finally:
+        os.dup2(saved, 1)
+        os.close(write)
+        os.close(saved)
+    with os.fdopen(read) as f:
+        return status, f.read(), said
+
+
+@needs_bwrap
+@pytest.mark.parametrize("make", [
+    "open(f'/tmp/f{i}', 'w').close()",                        # empty files
+    "os.mkdir(f'd{i}')",                                       # folders in the working folder
+    "os.symlink('/nowhere', f'/dev/shm/l{i}')",                # links, no bytes at all
+])
+def test_a_kernel_that_makes_too_many_files_is_stopped_and_the_judge_told(course, make):
+    status, printed, said = launched(course, f"""
+        import os
+        for i in range(3 * {sandbox.MAX_FILES}):
+            {make}
+        print("made them all")
+    """)
+    assert status == 128 + 9 and "made them all" not in printed
+    [sentence] = said
+    assert sentence.startswith("the grading kernel was stopped: it made more than 10,000 files in ")
+    assert "files, folders and links in each writable folder" in sentence
+
+
+@needs_bwrap
+def test_a_kernel_under_the_file_cap_is_left_alone(course):
+    status, printed, said = launched(course, """
+        import os
+        for i in range(2000):
+            open(f'/tmp/f{i}', 'w').close()
+        print("made", sum(name.startswith("f") for name in os.listdir('/tmp')))
+    """)
+    assert (status, said) == (0, []) and "made 2000" in printed
+
+
+@needs_bwrap
+def test_open_files_are_capped_and_cannot_be_raised(course):
+    seen = inside(course, """
+        import json, os, resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard + 1, hard + 1))
+            raised = True
+        except (ValueError, OSError):
+            raised = False
+        fds = []
+        try:
+            while True:
+                fds.append(os.eventfd(0))
+        except OSError as error:
+            stopped = error.errno
+        print(json.dumps({"soft": soft, "hard": hard, "raised": raised, "opened": len(fds), "errno": stopped}))
+    """)
+    assert seen["soft"] == seen["hard"] == sandbox.MAX_OPEN_FILES and not seen["raised"]
+    assert sandbox.MAX_OPEN_FILES - 16 <= seen["opened"] < sandbox.MAX_OPEN_FILES and seen["errno"] == errno.EMFILE
+
+
+CGROUP = sandbox.KernelCgroup.make(1 << 30, 64)
+if CGROUP is not None:
+    CGROUP.remove()
+needs_cgroup = pytest.mark.skipif(CGROUP is None, reason="this grader cannot make a cgroup (not root, or no "
+                                                        "writable cgroup v1 memory and pids hierarchies)")
+
+
+@needs_bwrap
+@needs_cgroup
+def test_the_cgroup_counts_shared_memory_and_stops_the_kernel_past_it(course):
+    box = sandbox.KernelCgroup.make(512 * 1024 ** 2, 64)
+    status, printed, said = launched(course, """
+        import mmap
+        maps = []
+        for i in range(8):                                   # 2 GiB of shared memory, which RLIMIT_DATA ignores
+            m = mmap.mmap(-1, 256 << 20)
+            for page in range(0, len(m), 4096):
+                m[page] = 1
+            maps.append(m)
+            print("held", (i + 1) * 256, flush=True)
+    """, box=box)
+    assert status == 128 + 9 and "held 512" not in printed
+    assert said == ["the grading kernel was stopped: it held more than 0.5 GiB of memory in all (shared memory, "
+                    "files in its folders and kernel buffers included)"]
+    assert not any(folder.exists() for folder in box.folders)  # removed once the kernel is gone
+
+
+@needs_bwrap
+@needs_cgroup
+def test_the_cgroup_caps_threads(course):
+    box = sandbox.KernelCgroup.make(1024 ** 3, 64)
+    status, printed, said = launched(course, """
+        import threading
+        gate, started = threading.Event(), 0
+        try:
+            for _ in range(500):
+                threading.Thread(target=gate.wait, daemon=True).start()
+                started += 1
+        except RuntimeError as error:
+            print("refused:", error)
+        print("started", started)
+        gate.set()
+    """, box=box)
+    assert status == 0 and said == [] and "refused: can't start new thread" in printed
+    assert 50 <= int(printed.split("started ")[1]) < 64

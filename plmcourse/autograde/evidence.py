@@ -753,6 +753,25 @@ def classmates(notebook: str, prints_by_student: dict, copied: set) -> list[Flag
     return flags
 
 
+def closest_pairs(notebook: str, prints_by_student: dict, copied: set, most: int = 10) -> list[tuple]:
+    """The `most` most similar pairs of students on one exercise that `classmates` leaves unflagged (under
+    CLASSMATES_SIMILAR), closest first: [(share, student, other, exercise)]. Not evidence: a list for a person
+    to read the top of, since a copy rewritten enough to pass under the threshold is likely to be near it."""
+    pairs = []
+    exercises = {e for prints in prints_by_student.values() for e in prints}
+    for exercise in sorted(exercises):
+        answers = {s: set(p.get(exercise, ())) for s, p in prints_by_student.items()}
+        answers = sorted((s, a) for s, a in answers.items() if len(a) >= MIN_FINGERPRINTS)
+        for i, (student, mine) in enumerate(answers):
+            for other, theirs in answers[i + 1:]:
+                if (student, exercise) in copied and (other, exercise) in copied:
+                    continue
+                share = len(mine & theirs) / min(len(mine), len(theirs))
+                if share < CLASSMATES_SIMILAR:
+                    pairs.append((round(share, 3), student, other, exercise))
+    return sorted(pairs, key=lambda pair: (-pair[0], pair[1:]))[:most]
+
+
 def main() -> None:
     """The child: read {"path", "spec"} from stdin, write analyse_notebook's result to stdout."""
     request = json.loads(sys.stdin.read())

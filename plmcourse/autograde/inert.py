@@ -522,12 +522,27 @@ def cap_outputs(cells: list, found: Counter) -> None:
                 dropped += n
         left -= size
         if dropped:
-            found[OVER_CAP] += 1
-            kept.append({"output_type": "stream", "name": "stderr",
-                         "text": f"[{dropped / 1024 ** 2:.1f} MB of this cell's output dropped while grading: a cell "
-                                 f"keeps {MAX_CELL_OUTPUT // 1024 ** 2} MB, a notebook "
-                                 f"{MAX_NOTEBOOK_OUTPUT // 1024 ** 2} MB]\n"})
+            kept.append(dropped_note(dropped))
             cell["outputs"] = kept
+        if dropped or any(_is_dropped_note(output) for output in kept):  # or dropped as it arrived (nbgrader_ext)
+            found[OVER_CAP] += 1
+
+
+def dropped_note(dropped: int) -> dict:
+    """The one line a cell ends with when `dropped` bytes of its output were dropped."""
+    return {"output_type": "stream", "name": "stderr",
+            "text": f"[{dropped / 1024 ** 2:.1f} MB of this cell's output dropped while grading: a cell "
+                    f"keeps {MAX_CELL_OUTPUT // 1024 ** 2} MB, a notebook {MAX_NOTEBOOK_OUTPUT // 1024 ** 2} MB]\n"}
+
+
+DROPPED_NOTE = re.compile(r"\[\d+\.\d MB of this cell's output dropped while grading: ")
+
+
+def _is_dropped_note(output) -> bool:
+    """Whether an output is dropped_note's line. A kernel could print the same words: that only adds a
+    line to the report, which is evidence, never a grade."""
+    return output.get("output_type") == "stream" and isinstance(output.get("text"), str) \
+        and DROPPED_NOTE.match(output["text"]) is not None
 
 
 # ---------------------------------------------------------------- files

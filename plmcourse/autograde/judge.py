@@ -152,6 +152,10 @@ class Judge:
             record = self.record_path(Path(str((header or {}).get("notebook_dir", ""))))
             if record is None:
                 return
+            if "stopped" in header:  # the launcher stopped this notebook's kernel (a resource cap): a flag
+                self._record(record, {"check": POLICY, "hidden": False, "passed": True, "message": "",
+                                      "flags": [one_line(str(header["stopped"]), 300)]})
+                return
             record.write_text("")  # a new kernel for this notebook: its earlier verdicts go
             refusals = 0
             skipped = self.skipped_demos(record)

@@ -1,13 +1,19 @@
 """nbgrader plug-ins of the course, named in course/nbgrader_config.py."""
 
 import csv
+import json
+import os
 from pathlib import Path
 
 import nbformat
 from nbgrader.plugins import CsvExportPlugin
 from nbgrader.preprocessors import ClearHiddenTests, Execute, NbGraderPreprocessor
+from jupyter_client.asynchronous import AsyncKernelClient
+from jupyter_core.utils import run_sync
+from traitlets import Bool, default
 
 from plmcourse.autograde.demos import NOT_RUN_NOTE, cells_to_skip, nbgrader_metadata
+from plmcourse.autograde.inert import KEPT_ERROR, MAX_CELL_OUTPUT, MAX_NOTEBOOK_OUTPUT, dropped_note
 
 
 class SanitizeFeedback(NbGraderPreprocessor):
@@ -46,22 +52,123 @@ class WrapFeedbackOutput(NbGraderPreprocessor):
         return nb, resources
 
 
-class ExecuteSkippingDemos(Execute):
-    """nbgrader's Execute, leaving out the demo cells nothing graded depends on (see autograde.demos).
+class ExecuteForGrading(Execute):
+    """nbgrader's Execute with two changes: it leaves out the demo cells nothing graded depends on (see
+    autograde.demos; PLMCOURSE_RUN_DEMOS=1 runs every cell), and it keeps a kernel's outputs within the
+    caps of autograde.inert AS THEY ARRIVE, so that a notebook printing gigabytes never grows this process.
 
-    A skipped cell gets one line of output saying so, so the feedback does not look as if
-    the cell failed to run.
+    A skipped cell gets one line of output saying so, so the feedback does not look as if the cell
+    failed to run. A cell that lost output gets inert's one line saying how much (and the report says so).
     """
 
+    # A message dropped unread (MAX_MESSAGE) takes the connection with it, and with it maybe the kernel's
+    # "idle": the cell then ends after iopub_timeout with a line saying output was lost, rather than failing
+    # the whole notebook as nbgrader's default would.
+    raise_on_iopub_timeout = Bool(False).tag(config=True)
+
     def preprocess(self, nb, resources=None, km=None):
-        self.skipped = cells_to_skip(nb.cells)
+        self.skipped = set() if os.environ.get("PLMCOURSE_RUN_DEMOS") == "1" else cells_to_skip(nb.cells)
+        self.budget = OutputBudget()
         return super().preprocess(nb, resources, km=km)
 
     def preprocess_cell(self, cell, resources, index):
         if index in self.skipped:
             cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=NOT_RUN_NOTE)]
             return cell, resources
-        return super().preprocess_cell(cell, resources, index)
+        self.budget.start(index)
+        try:
+            cell, resources = super().preprocess_cell(cell, resources, index)
+            if index not in self.budget.idle:  # ended by the reply alone: some output never came
+                cell.outputs.append(nbformat.v4.new_output("stream", name="stderr", text=LOST_NOTE))
+                self.reconnect()
+            return cell, resources
+        finally:  # a cell that raised (nbgrader goes on to the next) is noted as well
+            if self.budget.dropped.get(index):
+                cell.outputs.append(nbformat.from_dict(dropped_note(self.budget.dropped[index])))
+
+    async def async_start_new_kernel_client(self):
+        # One message is received whole before it can be dropped: past MAX_MESSAGE zmq drops it unread (and the
+        # connection with it, which it makes again at once), so that one giant print never lands in this process.
+        self.km.client_factory = CappedClient
+        return await super().async_start_new_kernel_client()
+
+    start_new_kernel_client = run_sync(async_start_new_kernel_client)  # the synchronous name nbconvert calls
+
+    def reconnect(self):
+        """Connect to the kernel again: zmq does not, after it dropped a connection for an oversized message."""
+        if self.kc is not None and self.km is not None:
+            self.kc.stop_channels()
+            self.kc = self.km.client()
+            self.kc.start_channels()
+            run_sync(self.kc.wait_for_ready)(timeout=self.startup_timeout)
+            self.kc.allow_stdin = False
+
+    def process_message(self, msg, cell, cell_index):
+        kind = msg.get("msg_type", "")
+        if kind == "status" and (msg.get("content") or {}).get("execution_state") == "idle":
+            self.budget.idle.add(cell_index)
+        elif kind == "clear_output":
+            self.budget.clear(cell_index)
+        elif kind in OUTPUT_MESSAGES or kind.startswith("comm"):
+            if not self.budget.take(cell_index, message_bytes(msg.get("content")), kind == "error"):
+                return None  # dropped: never stored, never applied to an earlier output
+        return super().process_message(msg, cell, cell_index)
+
+
+class CappedClient(AsyncKernelClient):
+    """jupyter_client's kernel client whose sockets refuse a message over MAX_MESSAGE bytes unread."""
+
+    @default("context")
+    def _context_default(self):
+        import zmq
+
+        context = super()._context_default()
+        context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
+        return context
+
+
+# Kept for course configurations written before the output cap (the name they import).
+ExecuteSkippingDemos = ExecuteForGrading
+
+OUTPUT_MESSAGES = ("stream", "display_data", "execute_result", "update_display_data", "error")
+MAX_MESSAGE = 64 * 1024 ** 2  # bytes of one message from a kernel; the course's largest is under 1 MB
+LOST_NOTE = (f"[some of this cell's output never reached the grader: one message over {MAX_MESSAGE // 1024 ** 2} MB "
+             f"is dropped unread]\n")
+MESSAGE_OVERHEAD = 256  # bytes counted for each message besides its content: an output's own keys
+
+
+def message_bytes(content) -> int:
+    """What one iopub message adds to a cell's outputs, as JSON (an estimate from above)."""
+    try:
+        return len(json.dumps(content, default=str)) + MESSAGE_OVERHEAD
+    except (TypeError, ValueError):  # what the wire decoded is always JSON; anything else counts as a cap
+        return MAX_CELL_OUTPUT
+
+
+class OutputBudget:
+    """How many output bytes each cell keeps, against inert's caps: MAX_CELL_OUTPUT a cell and
+    MAX_NOTEBOOK_OUTPUT the notebook (a small error output past a cap is kept: it holds a check's
+    sentence). A clear_output gives the cell its budget back; a cell run again starts from zero."""
+
+    def __init__(self):
+        self.kept, self.dropped, self.idle = {}, {}, set()  # idle: cells whose kernel said it was done
+
+    def start(self, index):
+        self.kept[index], self.dropped[index] = 0, 0
+        self.idle.discard(index)
+
+    def clear(self, index):
+        self.kept[index] = 0
+
+    def take(self, index, n, is_error=False) -> bool:
+        """Whether a message of n bytes may be kept in cell `index` (and count it)."""
+        kept = self.kept.get(index, 0)
+        room = min(MAX_CELL_OUTPUT - kept, MAX_NOTEBOOK_OUTPUT - sum(self.kept.values()))
+        if n <= room or (is_error and n <= KEPT_ERROR):
+            self.kept[index] = kept + n
+            return True
+        self.dropped[index] = self.dropped.get(index, 0) + n
+        return False
 
 
 class CsvExportWithFlags(CsvExportPlugin):

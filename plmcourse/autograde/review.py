@@ -29,10 +29,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from plmcourse.autograde.evidence import (
+    CLASSMATES_SIMILAR,
     Flag,
     analyse_submission,
     analysis_spec,
     classmates,
+    closest_pairs,
     course_fingerprints,
     course_similarity,
     one_line,
@@ -117,13 +119,50 @@ def gather(course: Path, assignment: str, students: list[str], kernel_flags: lis
             prints.setdefault(notebook, {})[student] = mine
             flags += course_similarity(student, notebook, mine, references)
     graded = set(students)
+    closest = []
     for notebook, by_student in prints.items():
         copied = {(f.student, f.exercise) for f in flags if f.source == "course"}
         copied |= _copied_before(course, assignment, graded)
         flags += [f for f in classmates(notebook, by_student, copied) if f.student in graded]
+        closest += [(share, a, b, notebook, exercise) for share, a, b, exercise in closest_pairs(notebook, by_student, copied)]
     review_folder(course).mkdir(exist_ok=True)
     prints_path.write_text(json.dumps(prints))
+    write_closest(course, assignment, sorted(closest, key=lambda pair: (-pair[0], pair[1:]))[:CLOSEST])
     return flags
+
+
+CLOSEST = 10  # pairs under the classmates threshold listed for a person (review/<assignment>.closest.csv)
+CLOSEST_COLUMNS = ["similarity", "student", "other", "notebook", "exercise"]
+
+
+def write_closest(course: Path, assignment: str, pairs: list[tuple]) -> Path:
+    """course/review/<assignment>.closest.csv: the class's most similar unflagged pairs, closest first."""
+    path = review_folder(course) / f"{assignment}.closest.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    written = path.with_name(path.name + ".new")
+    with open(written, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(CLOSEST_COLUMNS)
+        writer.writerows([f"{share:.2f}", *(spreadsheet_safe(x) for x in rest)] for share, *rest in pairs)
+    os.replace(written, path)
+    return path
+
+
+def closest_table(course: Path, assignment: str) -> list[str]:
+    """The closest unflagged pairs as aligned text lines (none when there are none)."""
+    path = review_folder(course) / f"{assignment}.closest.csv"
+    if not path.is_file():
+        return []
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = [row for row in csv.DictReader(f) if set(CLOSEST_COLUMNS) <= set(row)]
+    if not rows:
+        return []
+    cells = [{k: one_line(row[k], 40) or "-" for k in CLOSEST_COLUMNS} for row in rows]
+    widths = {k: max(len(k), *(len(c[k]) for c in cells)) for k in CLOSEST_COLUMNS}
+    return ([f"closest pairs under the classmates threshold ({CLASSMATES_SIMILAR:.2f}), not flagged: a rewritten "
+             f"copy is likely near the top"]
+            + ["  ".join(k.ljust(widths[k]) for k in CLOSEST_COLUMNS).rstrip()]
+            + ["  ".join(c[k].ljust(widths[k]) for k in CLOSEST_COLUMNS).rstrip() for c in cells])
 
 
 def _answer_of(spec, test_id: str) -> str:
@@ -295,7 +334,8 @@ def review_table(course: Path, assignment: str) -> list[str]:
     """The review file as aligned text lines, for a terminal."""
     rows = read_review(course, assignment)
     if not rows:
-        return [f"no flags for {assignment} (or it was not autograded with plmcourse grade)"]
+        return [f"no flags for {assignment} (or it was not autograded with plmcourse grade)"] + closest_table(
+            course, assignment)
     head = ["student", "exercise", "points", "similarity", "source", "evidence"]
     # Each cell one inert line of its own (escaped, at most 40 characters but the evidence), "-" when empty:
     # the columns then line up, and a terminal prints the lines as they are (cli: not collapsed again).
@@ -304,7 +344,8 @@ def review_table(course: Path, assignment: str) -> list[str]:
     lines = ["  ".join(k.ljust(widths.get(k, 0)) for k in head).rstrip()]
     for cells in table:
         lines.append("  ".join([cells[k].ljust(widths[k]) for k in head[:-1]] + [cells["evidence"]]))
-    return lines
+    closest = closest_table(course, assignment)
+    return lines + ([""] + closest if closest else [])
 
 
 def flags_by_submission(course: Path) -> dict:

@@ -56,6 +56,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -76,6 +77,14 @@ MAX_FILE_SIZE = 256 * 1024 ** 2   # RLIMIT_FSIZE: a bigger write fails in the ce
 TMPFS_SIZE = 512 * 1024 ** 2      # each writable folder inside (/tmp, /dev/shm, the working folder)
 MAX_CPU_SECONDS = 20 * 60         # RLIMIT_CPU of a grading kernel (limit_resources)
 SOCKET_TMPFS_SIZE = 1024 ** 2     # the sockets' folder: sockets take no room, anything else fails soon
+MAX_OPEN_FILES = 1024             # RLIMIT_NOFILE, soft and hard: pipes, sockets and other kernel objects held open
+MAX_FILES = 10_000                # files, folders and links in each writable folder (the launcher's watch)
+WATCH_SECONDS = 0.1               # how often the launcher counts them
+# The whole kernel's memory where the launcher can make it a cgroup (Linux counts there what no rlimit does:
+# shared and tmpfs pages, pipe and socket buffers, the kernel's own objects): the data ceiling plus the three
+# private folders. And its tasks (threads) there.
+CGROUP_MARGIN = 3 * TMPFS_SIZE + 512 * 1024 ** 2
+CGROUP_TASKS = 512
 # Where installed packages live, besides the base interpreter's own (site.getsitepackages).
 SYSTEM_SITE_GLOBS = ("/usr/lib/python3*/*-packages", "/usr/lib64/python3*/*-packages",
                      "/usr/local/lib/python3*/*-packages", "/usr/local/lib64/python3*/*-packages",
@@ -704,6 +713,10 @@ def limit_resources(memory: int = DEFAULT_MEMORY, file_size: int = MAX_FILE_SIZE
     # A kernel's CPU time in all, its threads' included: past it the kernel is stopped (SIGXCPU), which
     # costs that notebook's remaining cells only. A notebook graded whole takes well under 4 minutes of it.
     resource.setrlimit(resource.RLIMIT_CPU, (MAX_CPU_SECONDS, MAX_CPU_SECONDS))
+    # Open files: each pipe, socket or eventfd holds kernel memory that no other limit counts.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    most = MAX_OPEN_FILES if hard == resource.RLIM_INFINITY else min(MAX_OPEN_FILES, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (most, most))
 
 
 def connect_judge(notebook_dir: Path) -> int | None:
@@ -760,7 +773,10 @@ def launch(connection_file: str, course_root: str, memory: int, kernel_args: lis
     cmd = bwrap_command(kernel, notebook_dir, course, connection, socket_dir, env=env,
                         package=Path(package) if package else None)
     sockets = socket_paths(info) if socket_dir is not None else []
-    sys.exit(run_sandboxed(cmd, sockets, [] if judge_fd is None else [judge_fd]))
+    box = KernelCgroup.make(memory + CGROUP_MARGIN, CGROUP_TASKS)
+    watched = ["/tmp", "/dev/shm", str(notebook_dir)]
+    sys.exit(run_sandboxed(cmd, sockets, [] if judge_fd is None else [judge_fd], box=box, watched=watched,
+                           on_stop=lambda sentence: tell_judge_stopped(notebook_dir, sentence)))
 
 
 CHANNELS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
@@ -771,7 +787,8 @@ def socket_paths(info: dict) -> list[str]:
     return [f"{info['ip']}-{info[channel]}" for channel in CHANNELS if channel in info]
 
 
-def run_sandboxed(cmd: list[str], sockets: list[str], pass_fds: list[int]) -> int:
+def run_sandboxed(cmd: list[str], sockets: list[str], pass_fds: list[int], box=None, watched=(),
+                  on_stop=None) -> int:
     """Run the bwrap command `cmd` as a child and return its exit status (128 + the signal that
     ended it), with a link on the host from each of `sockets` to the same path in the sandbox.
 
@@ -780,10 +797,15 @@ def run_sandboxed(cmd: list[str], sockets: list[str], pass_fds: list[int]) -> in
     host's socket folder holds only these links, made here, outside the sandbox: nothing the
     kernel writes reaches the host's disk. `pass_fds` (the judge's socket) go to the kernel
     and are closed here. SIGTERM, SIGINT, SIGHUP and SIGQUIT are passed on to bwrap.
+
+    `box` (a KernelCgroup) takes the child before it runs bwrap. The folders `watched` (paths inside the
+    sandbox) are counted every WATCH_SECONDS: past MAX_FILES in one of them the sandbox is stopped and
+    `on_stop` gets one sentence saying why (bubblewrap's folders have a size, but no cap on their number
+    of files, each of which holds host kernel memory).
     """
     info_read, info_write = os.pipe()
     child = subprocess.Popen([cmd[0], "--info-fd", str(info_write), *cmd[1:]],
-                             pass_fds=(info_write, *pass_fds))
+                             pass_fds=(info_write, *pass_fds), preexec_fn=None if box is None else box.enter)
     os.close(info_write)
     for fd in pass_fds:
         os.close(fd)  # the kernel holds the judge's socket now; the judge must see it close with it
@@ -797,12 +819,143 @@ def run_sandboxed(cmd: list[str], sockets: list[str], pass_fds: list[int]) -> in
                 os.unlink(path)  # a link left by an earlier kernel that was killed
             os.symlink(f"/proc/{pid}/root{path}", path)
             made.append(path)
+        if pid is not None and watched:
+            threading.Thread(target=watch_files, args=(child, pid, watched, on_stop), daemon=True).start()
         status = child.wait()
     finally:
         for path in made:
             with contextlib.suppress(OSError):
                 os.unlink(path)
+        if box is not None:
+            if box.out_of_memory() and on_stop is not None:
+                with contextlib.suppress(Exception):
+                    on_stop(f"the grading kernel was stopped: it held more than {box.memory / 1024 ** 3:.1f} GiB "
+                            f"of memory in all (shared memory, files in its folders and kernel buffers included)")
+            box.remove()
     return 128 - status if status < 0 else status
+
+
+def files_in(folder: str) -> int:
+    """How many files, folders and links a file system holds (its used inodes); 0 when it cannot be read."""
+    try:
+        found = os.statvfs(folder)
+    except OSError:
+        return 0
+    return max(0, found.f_files - found.f_ffree)
+
+
+def watch_files(child, pid: int, watched, on_stop=None, most: int = MAX_FILES, every: float = WATCH_SECONDS):
+    """Stop the sandbox (its first process, then bwrap) when one of the `watched` folders holds more than
+    `most` files; tell `on_stop` why. Each watched folder is a tmpfs of its own, so its used inodes are
+    what the kernel made there."""
+    folders = [f"/proc/{pid}/root{folder}" for folder in watched]
+    start = {folder: files_in(folder) for folder in folders}
+    while child.poll() is None:
+        for folder, inside in zip(folders, watched):
+            made = files_in(folder) - start[folder]
+            if made > most:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)  # the sandbox's init: the whole PID namespace goes
+                child.kill()
+                if on_stop is not None:
+                    with contextlib.suppress(Exception):
+                        on_stop(f"the grading kernel was stopped: it made more than {most:,} files in {inside} "
+                                f"(a grading kernel keeps at most {most:,} files, folders and links in each "
+                                f"writable folder)")
+                return
+        time.sleep(every)
+
+
+def tell_judge_stopped(notebook_dir: Path, sentence: str) -> None:
+    """Tell the judge, on a connection of the launcher's own (the kernel has no way to the judge's socket),
+    that this notebook's kernel was stopped and why: a flag for a person, in the launcher's words."""
+    path = os.environ.get("PLMCOURSE_JUDGE_SOCKET")
+    if not path:
+        return
+    from plmcourse.grading import wire
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+        connection.settimeout(10)
+        connection.connect(path)
+        wire.send(connection, {"notebook_dir": str(notebook_dir), "stopped": sentence})
+
+
+class KernelCgroup:
+    """A memory and tasks cgroup for one grading kernel, where this process may make one (cgroup v1's
+    memory and pids hierarchies, writable: a grader run as root, as on CI). Linux counts in it what no
+    rlimit does: shared memory and tmpfs pages, pipe and socket buffers, inodes and other kernel objects;
+    past its memory limit the kernel is stopped by the OOM killer, which touches nothing outside it.
+
+    `make` returns None where no such cgroup can be made (a grader that is not root, cgroup v2 without a
+    delegated subtree): then the rlimits, the folders' caps and the policy hold, as course/INSTRUCTORS.md says.
+    """
+
+    ROOT = Path("/sys/fs/cgroup")
+
+    def __init__(self, folders, memory: int = 0):
+        self.folders, self.memory = folders, memory
+
+    @classmethod
+    def make(cls, memory: int, tasks: int):
+        made = []
+        try:
+            for controller, limits in (("memory", {"memory.limit_in_bytes": memory,
+                                                   "memory.memsw.limit_in_bytes": memory}),
+                                       ("pids", {"pids.max": tasks})):
+                folder = cls._own(controller)
+                if folder is None:
+                    raise OSError(f"no writable cgroup v1 {controller} hierarchy")
+                folder = folder / f"plmcourse-kernel-{os.getpid()}"
+                folder.mkdir()
+                made.append(folder)
+                for name, value in limits.items():
+                    if (folder / name).exists():  # memsw exists only where swap is accounted
+                        (folder / name).write_text(str(value))
+        except OSError:
+            cls(made).remove()
+            return None
+        return cls(made, memory)
+
+    @classmethod
+    def _own(cls, controller: str) -> Path | None:
+        """This process's cgroup folder in the v1 `controller` hierarchy, if it is there and writable."""
+        mount = cls.ROOT / controller
+        try:
+            lines = Path("/proc/self/cgroup").read_text().splitlines()
+        except OSError:
+            return None
+        for line in lines:
+            _, controllers, path = line.split(":", 2)
+            if controller in controllers.split(","):
+                folder = mount / path.lstrip("/")
+                return folder if folder.is_dir() and os.access(folder, os.W_OK) else None
+        return None
+
+    def enter(self) -> None:
+        """Move the calling process into the cgroup (a preexec_fn: bwrap and the kernel are born inside)."""
+        for folder in self.folders:
+            (folder / "cgroup.procs").write_text(str(os.getpid()))
+
+    def out_of_memory(self) -> bool:
+        """Whether the OOM killer stopped a task of this cgroup."""
+        for folder in self.folders:
+            with contextlib.suppress(OSError, ValueError):
+                for line in (folder / "memory.oom_control").read_text().splitlines():
+                    if line.startswith("oom_kill ") and int(line.split()[1]) > 0:
+                        return True
+        return False
+
+    def remove(self) -> None:
+        """Remove the cgroup once its tasks are gone (the last ones may take a moment to be reaped)."""
+        for folder in reversed(self.folders):
+            for _ in range(50):
+                try:
+                    folder.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.1)
 
 
 def _sandbox_pid(fd: int) -> int | None:

@@ -24,8 +24,11 @@ From then on the hook refuses, in the cell that asked, with one sentence:
 * reading a file of site-packages that belongs to no allowed package (importlib.import_module raises
   no import event, but every module's source is opened, and so is anything read to run by hand); a
   distribution's metadata (*.dist-info) stays readable, as importlib.metadata reads all of it;
+* anonymous memory through Python's mmap (mmap.mmap(-1, n) is shared memory, which the data-segment
+  ceiling does not count; a map of a file is counted by its folder's size cap);
 * and, by the seccomp filter: execve, fork and a clone that makes a process, memory files
   (memfd_create) and SysV shared memory (shmget), which no memory ceiling would count.
+It also caps the kernel's threads (`limit_tasks`).
 
 A refusal raises PermissionError (ModuleNotFoundError for an import, so that a library's optional
 import falls back as it would where the module is not installed), and the kernel tells the judge,
@@ -164,6 +167,9 @@ class Policy:
             entry = path[len(site):].split(os.sep)[0] if site is not None else ""
             if entry and entry not in self.entries and not entry.endswith((".dist-info", ".egg-info")):
                 return (f"reading {path[len(site):][:80]}: not part of a package the course's notebooks need")
+        if event == "mmap.__new__" and args and args[0] == -1:
+            return ("anonymous memory through mmap (a map of no file): it is shared memory, which the kernel's "
+                    "memory ceiling does not count")
         if event.startswith("ctypes."):
             return f"native code through ctypes ({event}): a graded answer is Python with the course's libraries"
         if event == "import":
@@ -332,8 +338,25 @@ def install(writable=None) -> Policy:
                     sites=site.getsitepackages())
     sys.path[:] = [entry for entry in sys.path if entry and not policy.writable_folder(entry)]
     policy.seccomp = install_seccomp()
+    limit_tasks()
     sys.addaudithook(policy)
     return policy
+
+
+MAX_TASKS = 512  # threads (and processes) of the grading kernel: torch's pools need a few dozen
+
+
+def limit_tasks(most: int = MAX_TASKS) -> None:
+    """Cap the kernel's threads with RLIMIT_NPROC, set here, inside the sandbox: bubblewrap's user namespace
+    counts only the sandbox's own tasks against it, never the grader's other processes. (It does not bind a
+    sandbox run as root, which Linux exempts; there the launcher's cgroup, where it has one, caps tasks.)"""
+    import resource
+
+    if os.environ.get("PLMCOURSE_SANDBOX") != "1":
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+    most = most if hard == resource.RLIM_INFINITY else min(most, hard)
+    resource.setrlimit(resource.RLIMIT_NPROC, (most, most))
 
 
 def answer_every_cell(shell) -> None:
