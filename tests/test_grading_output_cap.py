@@ -9,7 +9,7 @@ import json
 
 import nbformat
 import pytest
-from nbformat.v4 import new_code_cell, new_notebook
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from plmcourse.autograde import inert
 from plmcourse.autograde.nbgrader_ext import LOST_NOTE, ExecuteForGrading, OutputBudget
@@ -20,8 +20,9 @@ MB = 1024 ** 2
 
 
 def executed(*sources, run_demos=None, monkeypatch=None, tags=None):
-    nb = new_notebook(cells=[new_code_cell(s, metadata={"tags": (tags or {}).get(i, [])})
-                             for i, s in enumerate(sources)])
+    """Run code cells (each after a markdown cell, as in the course's notebooks) with the grading executor."""
+    nb = new_notebook(cells=[cell for i, s in enumerate(sources) for cell in
+                             (new_markdown_cell(f"Cell {i}."), new_code_cell(s, metadata={"tags": (tags or {}).get(i, [])}))])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     if monkeypatch is not None:
         if run_demos:
@@ -30,6 +31,8 @@ def executed(*sources, run_demos=None, monkeypatch=None, tags=None):
             monkeypatch.delenv("PLMCOURSE_RUN_DEMOS", raising=False)
     executor = ExecuteForGrading(timeout=120, kernel_name="python3", allow_errors=True)
     nb, _ = executor.preprocess(nb, {"metadata": {"path": "."}})
+    assert all("outputs" not in cell for cell in nb.cells if cell.cell_type == "markdown")
+    nb.cells = [cell for cell in nb.cells if cell.cell_type == "code"]
     return nb
 
 

@@ -78,7 +78,8 @@ class ExecuteForGrading(Execute):
         self.budget.start(index)
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
-            if index not in self.budget.idle:  # ended by the reply alone: some output never came
+            ran = cell.cell_type == "code" and cell.source.strip()  # what nbclient sends to the kernel
+            if ran and index not in self.budget.idle:  # ended by the reply alone: some output never came
                 cell.outputs.append(nbformat.v4.new_output("stream", name="stderr", text=LOST_NOTE))
                 self.reconnect()
             return cell, resources
