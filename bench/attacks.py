@@ -1086,60 +1086,30 @@ try:
 except Exception as error:
     print("stopped:", type(error).__name__, error)
 """
-MANY_DIRECTORIES = HELD + """\
+def making_files(make: str, count: int, why: str, setup: str = "", every: int = 20_000, caught: str = "OSError") -> str:
+    """An attack cell that runs `make` (a statement using i) `count` times, saying "held: N" every `every`."""
+    return HELD + f"""\
 import os
-made = 0
+{setup}made = 0
 try:
-    for i in range(400_000):                             # empty folders: no bytes, one inode each
-        os.mkdir(f"/tmp/d{i}")
+    for i in range({count}):                             # {why}
+        {make}
         made += 1
-        if made % 20_000 == 0:
+        if made % {every} == 0:
             held(made)
-except OSError as error:
+except {caught} as error:
     print("stopped:", error)
 held(made)
 """
-MANY_SYMLINKS = HELD + """\
-import os
-made = 0
-try:
-    for i in range(400_000):                             # links in the working folder: an inode each
-        os.symlink("/nowhere/" + "x" * 200, f"l{i}")
-        made += 1
-        if made % 20_000 == 0:
-            held(made)
-except OSError as error:
-    print("stopped:", error)
-held(made)
-"""
-MANY_HARD_LINKS = HELD + """\
-import os
-open("/dev/shm/one", "w").close()
-made = 0
-try:
-    for i in range(400_000):                             # names for one file: dentries, not bytes
-        os.link("/dev/shm/one", f"/dev/shm/h{i}")
-        made += 1
-        if made % 20_000 == 0:
-            held(made)
-except OSError as error:
-    print("stopped:", error)
-held(made)
-"""
-TORCH_SAVE_FILES = HELD + """\
-import torch
-made = 0
-try:
-    t = torch.zeros(1)
-    for i in range(200_000):                             # files written by torch's C++ writer
-        torch.save(t, f"/tmp/t{i}.pt")
-        made += 1
-        if made % 10_000 == 0:
-            held(made)
-except Exception as error:
-    print("stopped:", error)
-held(made)
-"""
+
+
+MANY_DIRECTORIES = making_files('os.mkdir(f"/tmp/d{i}")', 400_000, "empty folders: no bytes, one inode each")
+MANY_SYMLINKS = making_files('os.symlink("/nowhere/" + "x" * 200, f"l{i}")', 400_000,
+                             "links in the working folder: an inode each")
+MANY_HARD_LINKS = making_files('os.link("/dev/shm/one", f"/dev/shm/h{i}")', 400_000,
+                               "names for one file: dentries, not bytes", setup='open("/dev/shm/one", "w").close()\n')
+TORCH_SAVE_FILES = making_files('torch.save(t, f"/tmp/t{i}.pt")', 200_000, "files written by torch's C++ writer",
+                                setup="import torch\nt = torch.zeros(1)\n", every=10_000, caught="Exception")
 PIPE_BUFFERS = HELD + """\
 import fcntl, os, resource
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

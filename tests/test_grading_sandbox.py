@@ -899,6 +899,15 @@ def test_a_kernel_that_makes_too_many_files_is_stopped_and_the_judge_told(course
     assert "files, folders and links in each writable folder" in sentence
 
 
+def test_the_host_s_own_folders_are_never_counted(tmp_path):
+    """Before bubblewrap moves the sandbox into its root, /proc/<pid>/root/tmp is the host's /tmp, whose file
+    system may hold millions of files: counted then, an honest kernel would be stopped (or, as a baseline,
+    the cap lifted). A folder counts only once it is a file system of its own."""
+    for folder in ("/tmp", str(tmp_path), "/dev/shm"):
+        assert sandbox.files_in(f"/proc/{os.getpid()}/root{folder}", folder) is None
+    assert sandbox.files_in(str(tmp_path / "absent"), str(tmp_path / "absent")) is None
+
+
 @needs_bwrap
 def test_a_kernel_under_the_file_cap_is_left_alone(course):
     status, printed, said = launched(course, """

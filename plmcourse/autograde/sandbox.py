@@ -835,31 +835,34 @@ def run_sandboxed(cmd: list[str], sockets: list[str], pass_fds: list[int], box=N
     return 128 - status if status < 0 else status
 
 
-def files_in(folder: str) -> int:
-    """How many files, folders and links a file system holds (its used inodes); 0 when it cannot be read."""
+def files_in(folder: str, outside: str) -> int | None:
+    """How many files, folders and links the file system at `folder` holds (its used inodes), or None while
+    it is not yet a file system of its own: the same device as `outside` (the host's own folder of that name,
+    as /proc/<pid>/root shows before bubblewrap has moved the sandbox into its new root), or unreadable."""
     try:
-        found = os.statvfs(folder)
+        device, found = os.stat(folder).st_dev, os.statvfs(folder)
     except OSError:
-        return 0
+        return None
+    with contextlib.suppress(OSError):
+        if os.stat(outside).st_dev == device:
+            return None
     return max(0, found.f_files - found.f_ffree)
 
 
 def watch_files(child, pid: int, watched, on_stop=None, most: int = MAX_FILES, every: float = WATCH_SECONDS):
     """Stop the sandbox (its first process, then bwrap) when one of the `watched` folders holds more than
     `most` files; tell `on_stop` why. Each watched folder is a tmpfs of its own, so its used inodes are
-    what the kernel made there."""
-    folders = [f"/proc/{pid}/root{folder}" for folder in watched]
-    start = {folder: files_in(folder) for folder in folders}
+    what is in it (the kernel's own few files included)."""
+    folders = [(f"/proc/{pid}/root{folder}", folder) for folder in watched]
     while child.poll() is None:
-        for folder, inside in zip(folders, watched):
-            made = files_in(folder) - start[folder]
-            if made > most:
+        for inside, folder in folders:
+            if (files_in(inside, folder) or 0) > most:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)  # the sandbox's init: the whole PID namespace goes
                 child.kill()
                 if on_stop is not None:
                     with contextlib.suppress(Exception):
-                        on_stop(f"the grading kernel was stopped: it made more than {most:,} files in {inside} "
+                        on_stop(f"the grading kernel was stopped: it made more than {most:,} files in {folder} "
                                 f"(a grading kernel keeps at most {most:,} files, folders and links in each "
                                 f"writable folder)")
                 return
