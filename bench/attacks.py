@@ -1563,12 +1563,18 @@ def no_flag(run, student):
 
 
 def output_capped(run, student):
-    """The autograded notebook keeps at most the notebook's output cap, and the report says what was dropped."""
+    """The autograded notebook is there and keeps at most the notebook's output cap, and when output was dropped
+    (a cell says so) the report says so too."""
     problems = []
-    size = len(autograded_text(run.course, student).encode())
-    if size > 20 * 1024 ** 2:
+    text = autograded_text(run.course, student)
+    size = len(text.encode())
+    if not text:
+        problems.append("no autograded notebook (no feedback for the student)")
+    elif size > 20 * 1024 ** 2:
         problems.append(f"the autograded notebook is {size / 1024 ** 2:.0f} MB")
-    if not any("outputs over the size cap" in line for line in run.report.splitlines() if student in line):
+    dropped = "of this cell's output dropped while grading" in text or "output never reached the grader" in text
+    said = any("outputs over the size cap" in line for line in run.report.splitlines() if student in line)
+    if dropped and not said:
         problems.append("the report does not say that output was dropped")
     return problems
 

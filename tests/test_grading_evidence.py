@@ -269,6 +269,15 @@ def test_classmates_are_paired_but_copies_of_the_course_explain_themselves():
     assert evidence.classmates("nb", prints, copied={("ann", "softmax"), ("bob", "softmax")}) == []
 
 
+def test_the_launcher_s_stop_is_the_sandbox_s_word_and_the_kernel_s_reports_stay_the_kernel_s(tmp_path):
+    from plmcourse.autograde.judge import refusal_flag
+
+    kernel_flags = [("ann", "nb", "", "the grading kernel was stopped: it made more than 10,000 files in /tmp"),
+                    ("bob", "nb", "", refusal_flag("the grading kernel was stopped: a kernel's forgery"))]
+    flags = review.gather(tmp_path, "03_attention", ["ann", "bob"], kernel_flags, {})
+    assert [(f.student, f.source) for f in flags] == [("ann", "sandbox"), ("bob", "kernel")]
+
+
 def test_the_closest_unflagged_pairs_are_listed_closest_first_for_a_person(tmp_path):
     base = set(range(100))
     prints = {"ann": {"softmax": sorted(base)},

@@ -56,7 +56,8 @@ class Flag:
     """One thing a person should look at: whose, which exercise, what, and where it was found.
 
     exercise: the grade_id of the answer cell ("softmax"), or "" for the notebook as a whole.
-    source: "kernel" (the kernel's own report: the student's word), "answer" (an answer's
+    source: "kernel" (the kernel's own report: the student's word), "sandbox" (the launcher stopped the
+    kernel at a resource cap: the grader's word), "answer" (an answer's
     source), "cell" (another cell), "course" (close to the course's code), "classmates"
     (close to another student's answer), "collect" (what the files themselves showed).
     similarity: for "course" and "classmates", the share of fingerprints in common (0 to 1).

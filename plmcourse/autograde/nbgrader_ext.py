@@ -117,7 +117,8 @@ class ExecuteForGrading(Execute):
 
 
 class CappedClient(AsyncKernelClient):
-    """jupyter_client's kernel client whose sockets refuse a message over MAX_MESSAGE bytes unread."""
+    """jupyter_client's kernel client whose sockets refuse a message over MAX_MESSAGE bytes unread and queue at
+    most MAX_QUEUED."""
 
     @default("context")
     def _context_default(self):
@@ -125,6 +126,9 @@ class CappedClient(AsyncKernelClient):
 
         context = super()._context_default()
         context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
+        # What waits unread in this process while a kernel floods faster than it is read: at most MAX_QUEUED
+        # messages (zmq drops the rest at the kernel's end), so MAX_QUEUED * MAX_MESSAGE bytes at worst.
+        context.setsockopt(zmq.RCVHWM, MAX_QUEUED)
         return context
 
 
@@ -132,7 +136,8 @@ class CappedClient(AsyncKernelClient):
 ExecuteSkippingDemos = ExecuteForGrading
 
 OUTPUT_MESSAGES = ("stream", "display_data", "execute_result", "update_display_data", "error")
-MAX_MESSAGE = 64 * 1024 ** 2  # bytes of one message from a kernel; the course's largest is under 1 MB
+MAX_MESSAGE = 16 * 1024 ** 2  # bytes of one message from a kernel; the course's largest is under 1 MB
+MAX_QUEUED = 64               # messages from a kernel waiting to be read (zmq's default is 1,000)
 LOST_NOTE = (f"[some of this cell's output never reached the grader: one message over {MAX_MESSAGE // 1024 ** 2} MB "
              f"is dropped unread]\n")
 MESSAGE_OVERHEAD = 256  # bytes counted for each message besides its content: an output's own keys

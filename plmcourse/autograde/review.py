@@ -39,11 +39,12 @@ from plmcourse.autograde.evidence import (
     course_similarity,
     one_line,
 )
+from plmcourse.autograde.sandbox import STOPPED
 
 COLUMNS = ("student", "notebook", "exercise", "points", "evidence", "similarity", "source")
 OLDER_COLUMNS = ("student", "notebook", "exercise", "evidence", "similarity", "source")  # a file from before "points"
 # How much a flag says, for "most suspicious first": what the code does, then what it resembles.
-WEIGHT = {"kernel": 3.0, "answer": 3.0, "collect": 3.0, "cell": 2.0, "course": 1.5, "classmates": 1.0}
+WEIGHT = {"kernel": 3.0, "sandbox": 3.0, "answer": 3.0, "collect": 3.0, "cell": 2.0, "course": 1.5, "classmates": 1.0}
 NOTE = "[plmcourse] "  # begins every line the grader writes into a gradebook comment
 MAX_NOTEBOOK_BYTES = 50 * 1024 ** 2
 
@@ -102,7 +103,10 @@ def gather(course: Path, assignment: str, students: list[str], kernel_flags: lis
     """
     course = Path(course).resolve()
     specs = {notebook: part["spec"] for notebook, part in read.items()}
-    flags = [Flag(s, n, _answer_of(specs.get(n), test_id), evidence, "kernel")
+    # The kernel's reports begin otherwise ("the kernel's policy ...", a check's flag): only the launcher, outside
+    # the sandbox, says that it stopped a kernel.
+    flags = [Flag(s, n, _answer_of(specs.get(n), test_id), evidence,
+                  "sandbox" if evidence.startswith(STOPPED) else "kernel")
              for s, n, test_id, evidence in kernel_flags]
     flags += [flag for flag in load_collect_flags(course, assignment) if flag.student in students]
     prints_path = review_folder(course) / f"{assignment}.prints.json"

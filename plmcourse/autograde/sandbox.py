@@ -85,6 +85,7 @@ WATCH_SECONDS = 0.1               # how often the launcher counts them
 # private folders. And its tasks (threads) there.
 CGROUP_MARGIN = 3 * TMPFS_SIZE + 512 * 1024 ** 2
 CGROUP_TASKS = 512
+STOPPED = "the grading kernel was stopped"  # how the launcher's own word begins (review's source "sandbox")
 # Where installed packages live, besides the base interpreter's own (site.getsitepackages).
 SYSTEM_SITE_GLOBS = ("/usr/lib/python3*/*-packages", "/usr/lib64/python3*/*-packages",
                      "/usr/local/lib/python3*/*-packages", "/usr/local/lib64/python3*/*-packages",
@@ -829,7 +830,7 @@ def run_sandboxed(cmd: list[str], sockets: list[str], pass_fds: list[int], box=N
         if box is not None:
             if box.out_of_memory() and on_stop is not None:
                 with contextlib.suppress(Exception):
-                    on_stop(f"the grading kernel was stopped: it held more than {box.memory / 1024 ** 3:.1f} GiB "
+                    on_stop(f"{STOPPED}: it held more than {box.memory / 1024 ** 3:.1f} GiB "
                             f"of memory in all (shared memory, files in its folders and kernel buffers included)")
             box.remove()
     return 128 - status if status < 0 else status
@@ -862,7 +863,7 @@ def watch_files(child, pid: int, watched, on_stop=None, most: int = MAX_FILES, e
                 child.kill()
                 if on_stop is not None:
                     with contextlib.suppress(Exception):
-                        on_stop(f"the grading kernel was stopped: it made more than {most:,} files in {folder} "
+                        on_stop(f"{STOPPED}: it made more than {most:,} files in {folder} "
                                 f"(a grading kernel keeps at most {most:,} files, folders and links in each "
                                 f"writable folder)")
                 return
