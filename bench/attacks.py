@@ -1634,6 +1634,8 @@ def verdict(run: Run, name: str, notes: list | None = None) -> tuple[float | Non
                 notes.append(f"handed to a person: {exercise} {score:g} of {deserved}, marked for manual grading")
             elif score < deserved:
                 problems.append(f"marks lost: {exercise} {score:g} of {deserved}")
+    if f"{name}: nbgrader could not grade this submission" in run.report:  # its scores are the judge's alone
+        problems.append("nbgrader could not grade it (no autograded notebook, no feedback)")
     for condition in submission.after:
         problems += AFTERWARDS[condition](run, name)
     return got, problems

@@ -284,6 +284,19 @@ def test_outputs_past_the_caps_are_dropped_with_a_line_and_the_check_sentences_s
     assert inert.clean_notebook(cleaned, set())[0] == cleaned  # idempotent: a second pass drops nothing more
 
 
+def test_output_the_executor_dropped_as_it_arrived_is_reported_too():
+    """The grading executor drops output past the caps, or a message too big to read, before inert sees it; the
+    cell's line is then what tells the report."""
+    from plmcourse.autograde.nbgrader_ext import ExecuteForGrading  # noqa: F401  (the executor that writes them)
+
+    kept = {"output_type": "stream", "name": "stdout", "text": "first lines\n"}
+    for note in (inert.dropped_note(9 * 1024 ** 2), {"output_type": "stream", "name": "stderr", "text": inert.LOST_NOTE}):
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(x)", outputs=[kept, note]),
+                                             nbformat.v4.new_code_cell("print(y)", outputs=[kept])])
+        cleaned, found = inert.clean_notebook(nb, set())
+        assert found == Counter({inert.OVER_CAP: 1}) and cleaned["cells"][0]["outputs"][-1]["text"] == note["text"]
+
+
 @pytest.mark.parametrize("source", [
     "![plot](files/../gradebook.db)", "![x](/api/contents/source/03_attention/03_attention.ipynb)",
     "![x][r]\n\n[r]: /hub/api/users", "<img src=\"/tree/source\">", "<img src=\"http://127.0.0.1:8888/api/contents\">",

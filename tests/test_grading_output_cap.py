@@ -12,7 +12,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from plmcourse.autograde import inert
-from plmcourse.autograde.nbgrader_ext import LOST_NOTE, ExecuteForGrading, OutputBudget
+from plmcourse.autograde.nbgrader_ext import LOST_NOTE, NOT_RUN_DEAD, ExecuteForGrading, OutputBudget
 
 pytestmark = pytest.mark.integration  # starts kernels
 
@@ -113,3 +113,36 @@ def test_one_giant_message_is_dropped_unread_and_the_next_cells_still_report(mon
     giant, after = nb.cells
     assert [o.text for o in giant.outputs] == [LOST_NOTE]  # never received: not counted, not kept
     assert [o.text for o in after.outputs] == ["after\n"]   # connected again
+
+
+def test_a_message_that_does_not_verify_is_dropped_and_the_notebook_still_graded(monkeypatch):
+    forged = ("kernel = get_ipython().kernel\n"
+              "kernel.iopub_socket.send_multipart([b'stream', b'<IDS|MSG>', b'0' * 64, b'{}', b'{}', b'{}', b'{}'])\n"
+              "kernel.iopub_socket.send_multipart([b'stream', b'<IDS|MSG>', b'not even json'])\n"
+              "print('before')")
+    nb = executed(forged, "print('after')", monkeypatch=monkeypatch)
+    assert [o.text for o in nb.cells[0].outputs if o.output_type == "stream"][0] == "before\n"
+    assert [o.text for o in nb.cells[1].outputs] == ["after\n"]
+
+
+def test_a_kernel_that_dies_leaves_a_notebook_saying_so_not_an_error_of_the_grader(monkeypatch):
+    nb = executed("print('first')", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "print('never')",
+                  monkeypatch=monkeypatch)
+    first, killed, after = nb.cells
+    assert [o.text for o in first.outputs] == ["first\n"]
+    assert [(o.output_type, o.ename) for o in killed.outputs] == [("error", "DeadKernelError")]
+    assert "the cells after it were not run" in killed.outputs[0].evalue
+    assert [o.text for o in after.outputs] == [NOT_RUN_DEAD]
+
+
+def test_a_kernel_that_cannot_be_reached_again_leaves_a_notebook_saying_so(monkeypatch):
+    # Out of file descriptors, the kernel takes no new connection; then one giant message drops the old one.
+    starve = ("import os, resource\nresource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))\nheld = []\n"
+              "try:\n    while True:\n        held.append(os.open(os.devnull, os.O_RDONLY))\nexcept OSError:\n    pass\n"
+              "print('x' * (20 << 20))")
+    nb = executed("print('first')", starve, "print('never')", monkeypatch=monkeypatch)
+    first, starved, after = nb.cells
+    assert [o.text for o in first.outputs] == ["first\n"]
+    assert [o.get("evalue") for o in starved.outputs if o.output_type == "error"] == [
+        "the grading kernel no longer answered after this cell; the cells after it were not run"]
+    assert [o.text for o in after.outputs] == [NOT_RUN_DEAD]

@@ -505,6 +505,9 @@ MAX_CELL_OUTPUT = 4 * 1024 ** 2       # bytes of outputs (as JSON) one cell may 
 MAX_NOTEBOOK_OUTPUT = 16 * 1024 ** 2  # cells are about 0.1 MB, its notebooks' outputs under 3 MB in all
 KEPT_ERROR = 8 * 1024                 # an error output this small is kept past a cap: it holds a check's sentence
 OVER_CAP = "outputs over the size cap"
+MAX_MESSAGE = 16 * 1024 ** 2          # one message from a kernel: a bigger one is refused unread (nbgrader_ext)
+LOST_NOTE = (f"[some of this cell's output never reached the grader: one message over {MAX_MESSAGE // 1024 ** 2} MB "
+             f"is dropped unread]\n")
 
 
 def cap_outputs(cells: list, found: Counter) -> None:
@@ -535,7 +538,8 @@ def dropped_note(dropped: int) -> dict:
                     f"keeps {MAX_CELL_OUTPUT // 1024 ** 2} MB, a notebook {MAX_NOTEBOOK_OUTPUT // 1024 ** 2} MB]\n"}
 
 
-DROPPED_NOTE = re.compile(r"\[\d+\.\d MB of this cell's output dropped while grading: ")
+DROPPED_NOTE = re.compile(r"\[\d+\.\d MB of this cell's output dropped while grading: |\[some of this cell's output "
+                          r"never reached the grader: ")
 
 
 def _is_dropped_note(output) -> bool:

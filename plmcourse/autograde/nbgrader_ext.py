@@ -9,11 +9,20 @@ import nbformat
 from nbgrader.plugins import CsvExportPlugin
 from nbgrader.preprocessors import ClearHiddenTests, Execute, NbGraderPreprocessor
 from jupyter_client.asynchronous import AsyncKernelClient
+from jupyter_client.channels import AsyncZMQSocketChannel
 from jupyter_core.utils import run_sync
-from traitlets import Bool, default
+from nbclient.exceptions import DeadKernelError
+from traitlets import Bool, Type, default
 
 from plmcourse.autograde.demos import NOT_RUN_NOTE, cells_to_skip, nbgrader_metadata
-from plmcourse.autograde.inert import KEPT_ERROR, MAX_CELL_OUTPUT, MAX_NOTEBOOK_OUTPUT, dropped_note
+from plmcourse.autograde.inert import (
+    KEPT_ERROR,
+    LOST_NOTE,
+    MAX_CELL_OUTPUT,
+    MAX_MESSAGE,
+    MAX_NOTEBOOK_OUTPUT,
+    dropped_note,
+)
 
 
 class SanitizeFeedback(NbGraderPreprocessor):
@@ -69,19 +78,35 @@ class ExecuteForGrading(Execute):
     def preprocess(self, nb, resources=None, km=None):
         self.skipped = set() if os.environ.get("PLMCOURSE_RUN_DEMOS") == "1" else cells_to_skip(nb.cells)
         self.budget = OutputBudget()
+        self.dead = False
         return super().preprocess(nb, resources, km=km)
 
     def preprocess_cell(self, cell, resources, index):
         if index in self.skipped:
             cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=NOT_RUN_NOTE)]
             return cell, resources
+        if self.dead and cell.cell_type == "code":
+            cell.outputs = [nbformat.v4.new_output("stream", name="stderr", text=NOT_RUN_DEAD)]
+            return cell, resources
         self.budget.start(index)
         try:
-            cell, resources = super().preprocess_cell(cell, resources, index)
+            try:
+                cell, resources = super().preprocess_cell(cell, resources, index)
+            except DeadKernelError:
+                # Stopped at a resource cap, crashed, or ended by the notebook: nbgrader would give up on the
+                # whole notebook (no autograded copy, no feedback). Say so here; the later cells are not run,
+                # and what the judge recorded before stands.
+                self.dead = True
+                cell.outputs.append(nbformat.v4.new_output("error", ename="DeadKernelError", evalue=DEAD,
+                                                           traceback=[f"DeadKernelError: {DEAD}"]))
+                return cell, resources
             ran = cell.cell_type == "code" and cell.source.strip()  # what nbclient sends to the kernel
             if ran and index not in self.budget.idle:  # ended by the reply alone: some output never came
                 cell.outputs.append(nbformat.v4.new_output("stream", name="stderr", text=LOST_NOTE))
-                self.reconnect()
+                if not self.reconnect():  # a kernel out of file descriptors takes no new connection
+                    self.dead = True
+                    cell.outputs.append(nbformat.v4.new_output("error", ename="DeadKernelError", evalue=UNREACHABLE,
+                                                               traceback=[f"DeadKernelError: {UNREACHABLE}"]))
             return cell, resources
         finally:  # a cell that raised (nbgrader goes on to the next) is noted as well
             if self.budget.dropped.get(index):
@@ -95,14 +120,20 @@ class ExecuteForGrading(Execute):
 
     start_new_kernel_client = run_sync(async_start_new_kernel_client)  # the synchronous name nbconvert calls
 
-    def reconnect(self):
-        """Connect to the kernel again: zmq does not, after it dropped a connection for an oversized message."""
-        if self.kc is not None and self.km is not None:
-            self.kc.stop_channels()
-            self.kc = self.km.client()
-            self.kc.start_channels()
-            run_sync(self.kc.wait_for_ready)(timeout=self.startup_timeout)
-            self.kc.allow_stdin = False
+    def reconnect(self) -> bool:
+        """Connect to the kernel again (zmq does not, after it dropped a connection for an oversized message);
+        whether the kernel answered within RECONNECT_SECONDS."""
+        if self.kc is None or self.km is None:
+            return False
+        self.kc.stop_channels()
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        self.kc.allow_stdin = False
+        try:
+            run_sync(self.kc.wait_for_ready)(timeout=RECONNECT_SECONDS)
+        except RuntimeError:  # "Kernel didn't respond": the notebook's own doing, noted in its cell
+            return False
+        return True
 
     def process_message(self, msg, cell, cell_index):
         kind = msg.get("msg_type", "")
@@ -116,9 +147,28 @@ class ExecuteForGrading(Execute):
         return super().process_message(msg, cell, cell_index)
 
 
+class VerifiedChannel(AsyncZMQSocketChannel):
+    """An iopub channel that drops a message whose signature or format does not verify, and counts it, where
+    jupyter_client raises: a kernel's message is hostile data, and one bad message would make nbgrader give
+    up on the whole notebook ("could not grade this submission")."""
+
+    dropped = 0
+
+    async def _recv(self, **kwargs):
+        while True:
+            frames = await self.socket.recv_multipart(**kwargs)
+            try:
+                _, message = self.session.feed_identities(frames)
+                return self.session.deserialize(message)
+            except (ValueError, TypeError, KeyError):
+                self.dropped += 1
+
+
 class CappedClient(AsyncKernelClient):
     """jupyter_client's kernel client whose sockets refuse a message over MAX_MESSAGE bytes unread and queue at
-    most MAX_QUEUED."""
+    most MAX_QUEUED, and whose iopub channel drops what does not verify (VerifiedChannel)."""
+
+    iopub_channel_class = Type(VerifiedChannel)
 
     @default("context")
     def _context_default(self):
@@ -136,10 +186,12 @@ class CappedClient(AsyncKernelClient):
 ExecuteSkippingDemos = ExecuteForGrading
 
 OUTPUT_MESSAGES = ("stream", "display_data", "execute_result", "update_display_data", "error")
-MAX_MESSAGE = 16 * 1024 ** 2  # bytes of one message from a kernel; the course's largest is under 1 MB
 MAX_QUEUED = 64               # messages from a kernel waiting to be read (zmq's default is 1,000)
-LOST_NOTE = (f"[some of this cell's output never reached the grader: one message over {MAX_MESSAGE // 1024 ** 2} MB "
-             f"is dropped unread]\n")
+DEAD = ("the grading kernel stopped while this cell ran (a resource cap, a crash, or the notebook ending it); "
+        "the cells after it were not run")
+UNREACHABLE = "the grading kernel no longer answered after this cell; the cells after it were not run"
+RECONNECT_SECONDS = 15
+NOT_RUN_DEAD = "(Not run when grading: the kernel had stopped in an earlier cell.)\n"
 MESSAGE_OVERHEAD = 256  # bytes counted for each message besides its content: an output's own keys
 
 
