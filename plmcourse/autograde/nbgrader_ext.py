@@ -6,12 +6,12 @@ import os
 from pathlib import Path
 
 import nbformat
-from nbgrader.plugins import CsvExportPlugin
-from nbgrader.preprocessors import ClearHiddenTests, Execute, NbGraderPreprocessor
 from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.channels import AsyncZMQSocketChannel
 from jupyter_core.utils import run_sync
 from nbclient.exceptions import DeadKernelError
+from nbgrader.plugins import CsvExportPlugin
+from nbgrader.preprocessors import ClearHiddenTests, Execute, NbGraderPreprocessor
 from traitlets import Bool, Type, default
 
 from plmcourse.autograde.demos import NOT_RUN_NOTE, cells_to_skip, nbgrader_metadata
@@ -62,12 +62,16 @@ class WrapFeedbackOutput(NbGraderPreprocessor):
 
 
 class ExecuteForGrading(Execute):
-    """nbgrader's Execute with two changes: it leaves out the demo cells nothing graded depends on (see
-    autograde.demos; PLMCOURSE_RUN_DEMOS=1 runs every cell), and it keeps a kernel's outputs within the
-    caps of autograde.inert AS THEY ARRIVE, so that a notebook printing gigabytes never grows this process.
+    """nbgrader's Execute, changed in three ways:
 
-    A skipped cell gets one line of output saying so, so the feedback does not look as if the cell
-    failed to run. A cell that lost output gets inert's one line saying how much (and the report says so).
+    * it leaves out the demo cells nothing graded depends on (see autograde.demos; PLMCOURSE_RUN_DEMOS=1 runs
+      every cell); a skipped cell gets one line saying so, so the feedback does not look as if it failed;
+    * it keeps a kernel's outputs within the caps of autograde.inert AS THEY ARRIVE (OutputBudget, CappedClient),
+      so that a notebook printing gigabytes never grows this process; a cell that lost output ends with one
+      line saying how much (and the report says so);
+    * a kernel that dies or stops answering costs the rest of its notebook's cells, never the notebook: the
+      cell says so, the later ones say they were not run, and nbgrader saves and grades what there is (its
+      own Execute gives up on the whole notebook: no autograded copy, no feedback).
     """
 
     # A message dropped unread (MAX_MESSAGE) takes the connection with it, and with it maybe the kernel's
@@ -114,7 +118,7 @@ class ExecuteForGrading(Execute):
 
     async def async_start_new_kernel_client(self):
         # One message is received whole before it can be dropped: past MAX_MESSAGE zmq drops it unread (and the
-        # connection with it, which it makes again at once), so that one giant print never lands in this process.
+        # connection with it, made again by `reconnect`), so that one giant print never lands in this process.
         self.km.client_factory = CappedClient
         return await super().async_start_new_kernel_client()
 
@@ -148,11 +152,9 @@ class ExecuteForGrading(Execute):
 
 
 class VerifiedChannel(AsyncZMQSocketChannel):
-    """An iopub channel that drops a message whose signature or format does not verify, and counts it, where
-    jupyter_client raises: a kernel's message is hostile data, and one bad message would make nbgrader give
-    up on the whole notebook ("could not grade this submission")."""
-
-    dropped = 0
+    """An iopub channel that drops a message whose signature or format does not verify, where jupyter_client
+    raises: a kernel's message is hostile data, and one bad message would make nbgrader give up on the whole
+    notebook ("could not grade this submission"). A kernel out of file descriptors sends such messages."""
 
     async def _recv(self, **kwargs):
         while True:
@@ -161,7 +163,7 @@ class VerifiedChannel(AsyncZMQSocketChannel):
                 _, message = self.session.feed_identities(frames)
                 return self.session.deserialize(message)
             except (ValueError, TypeError, KeyError):
-                self.dropped += 1
+                continue  # if it was the cell's "idle", the cell says its output was lost
 
 
 class CappedClient(AsyncKernelClient):
