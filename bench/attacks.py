@@ -1220,7 +1220,7 @@ def causal_mask(n):
 
 LAST_TEST = "test_multi_head_attention"
 HELD_AT_MOST = {  # what a kernel may hold at the caps (course/INSTRUCTORS.md), in the unit it prints
-    "r-anon-shared-mmap": 0,              # MiB: the policy refuses anonymous maps (a cgroup would stop 5.9 GiB)
+    "r-anon-shared-mmap": 0,              # MiB: the policy refuses anonymous maps (a cgroup would stop it at 6 GiB)
     "r-many-directories": 10_000, "r-many-symlinks": 10_000, "r-many-hard-links": 10_000,
     "r-torch-save-files": 10_000,         # files in one writable folder
     "r-pipe-buffers": 1024, "r-socket-buffers": 1024,   # MiB of kernel buffers
