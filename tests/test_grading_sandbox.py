@@ -968,6 +968,27 @@ def test_the_cgroup_counts_shared_memory_and_stops_the_kernel_past_it(course):
     assert not any(folder.exists() for folder in box.folders)  # removed once the kernel is gone
 
 
+@needs_cgroup
+def test_cgroups_left_by_killed_launchers_are_swept_and_a_busy_one_is_kept():
+    """nbgrader SIGKILLs a kernel's launcher, whose own clean-up then never runs: the next kernel's sweeps it."""
+    busy = sandbox.KernelCgroup.make(1 << 30, 64)   # a kernel still running
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], preexec_fn=busy.enter)
+    left = sandbox.KernelCgroup.make(1 << 30, 64)   # a launcher killed before it could remove these
+    fresh = None
+    try:
+        assert all(f.exists() for f in busy.folders + left.folders)  # making `left` swept nothing in use
+        fresh = sandbox.KernelCgroup.make(1 << 30, 64)
+        assert not any(f.exists() for f in left.folders)          # empty: swept
+        assert all(f.exists() for f in busy.folders)              # has a task: kept
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        busy.remove()
+        if fresh is not None:
+            fresh.remove()
+    assert fresh is not None and not any(f.exists() for f in busy.folders + fresh.folders)
+
+
 @needs_bwrap
 @needs_cgroup
 def test_the_cgroup_caps_threads(course):

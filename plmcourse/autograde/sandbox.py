@@ -899,6 +899,8 @@ class KernelCgroup:
     def __init__(self, folders, memory: int = 0):
         self.folders, self.memory = folders, memory
 
+    PREFIX = "plmcourse-kernel-"
+
     @classmethod
     def make(cls, memory: int, tasks: int):
         made = []
@@ -909,7 +911,8 @@ class KernelCgroup:
                 folder = cls._own(controller)
                 if folder is None:
                     raise OSError(f"no writable cgroup v1 {controller} hierarchy")
-                folder = folder / f"plmcourse-kernel-{os.getpid()}"
+                cls.sweep(folder)
+                folder = folder / f"{cls.PREFIX}{os.getpid()}-{os.urandom(4).hex()}"
                 folder.mkdir()
                 made.append(folder)
                 for name, value in limits.items():
@@ -919,6 +922,23 @@ class KernelCgroup:
             cls(made).remove()
             return None
         return cls(made, memory)
+
+    @classmethod
+    def sweep(cls, folder: Path) -> None:
+        """Remove the kernel cgroups left in `folder` whose tasks are all gone. nbgrader ends a kernel's
+        launcher with SIGKILL ("immediate" shutdown), so its own `remove` often never runs; a cgroup that still
+        has tasks refuses rmdir, so a kernel still running keeps its own."""
+        for left in folder.glob(f"{cls.PREFIX}*"):
+            with contextlib.suppress(OSError):
+                left.rmdir()
+
+    @classmethod
+    def sweep_own(cls) -> None:
+        """Sweep this process's own cgroups (the grader's, where its kernels' launchers made theirs)."""
+        for controller in ("memory", "pids"):
+            folder = cls._own(controller)
+            if folder is not None:
+                cls.sweep(folder)
 
     @classmethod
     def _own(cls, controller: str) -> Path | None:

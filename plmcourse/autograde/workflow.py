@@ -418,6 +418,7 @@ def autograde(course: Path, assignment: str, use_sandbox: bool = True,
         alone = [s for group, d in zip(groups, done) if d.returncode and len(group) > 1 for s in group
                  if not graded_since(course, assignment, s, started)]
         retried = {s: grade([s], envs[0]) for s in alone}
+        sandbox.KernelCgroup.sweep_own()  # what the kernels' launchers, killed by nbgrader, could not remove
         # The grader's own reading of each submission: what it forbids scores 0 like a reported call.
         read = review.read_submissions(course, assignment, students)
         report, kernel_flags, failures = apply_verdicts(judge, course, assignment, students,
