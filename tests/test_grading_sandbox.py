@@ -973,20 +973,24 @@ def test_cgroups_left_by_killed_launchers_are_swept_and_a_busy_one_is_kept():
     """nbgrader SIGKILLs a kernel's launcher, whose own clean-up then never runs: the next kernel's sweeps it."""
     busy = sandbox.KernelCgroup.make(1 << 30, 64)   # a kernel still running
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], preexec_fn=busy.enter)
-    left = sandbox.KernelCgroup.make(1 << 30, 64)   # a launcher killed before it could remove these
+    mine = sandbox.KernelCgroup.make(1 << 30, 64)   # this process's: a launcher alive, setting up (empty)
+    left = []                                       # a launcher killed before it could remove its own
+    for parent in {f.parent for f in mine.folders}:
+        left.append(parent / f"{sandbox.KernelCgroup.PREFIX}{2 ** 22 + 12345}-dead")  # no such process
+        left[-1].mkdir()
     fresh = None
     try:
-        assert all(f.exists() for f in busy.folders + left.folders)  # making `left` swept nothing in use
         fresh = sandbox.KernelCgroup.make(1 << 30, 64)
-        assert not any(f.exists() for f in left.folders)          # empty: swept
-        assert all(f.exists() for f in busy.folders)              # has a task: kept
+        assert not any(f.exists() for f in left)                  # its launcher gone, empty: swept
+        assert all(f.exists() for f in busy.folders + mine.folders)  # launcher alive: kept, even empty
     finally:
         sleeper.kill()
         sleeper.wait()
         busy.remove()
+        mine.remove()
         if fresh is not None:
             fresh.remove()
-    assert fresh is not None and not any(f.exists() for f in busy.folders + fresh.folders)
+    assert fresh is not None and not any(f.exists() for f in busy.folders + mine.folders + fresh.folders)
 
 
 @needs_bwrap

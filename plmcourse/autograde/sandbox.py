@@ -925,10 +925,18 @@ class KernelCgroup:
 
     @classmethod
     def sweep(cls, folder: Path) -> None:
-        """Remove the kernel cgroups left in `folder` whose tasks are all gone. nbgrader ends a kernel's
-        launcher with SIGKILL ("immediate" shutdown), so its own `remove` often never runs; a cgroup that still
-        has tasks refuses rmdir, so a kernel still running keeps its own."""
+        """Remove the kernel cgroups left in `folder` by launchers that are gone. nbgrader ends a kernel's
+        launcher with SIGKILL ("immediate" shutdown), so its own `remove` often never runs. A launcher still
+        alive keeps its cgroup (another one may be setting up, still empty); and a cgroup that still has tasks
+        refuses rmdir anyway."""
         for left in folder.glob(f"{cls.PREFIX}*"):
+            try:
+                os.kill(int(left.name[len(cls.PREFIX):].split("-")[0]), 0)
+                continue  # its launcher is alive
+            except (ValueError, ProcessLookupError):
+                pass
+            except PermissionError:  # alive, another user's
+                continue
             with contextlib.suppress(OSError):
                 left.rmdir()
 
