@@ -862,15 +862,17 @@ def test_a_candidate_is_stopped_by_its_cpu_time_and_one_that_waits_is_not():
     assert sandbox._run_forked(lambda candidate: candidate(), lambda: 1 / 0, seconds=60) == "fail"
 
 
-def launched(course, code, box=None):
+def launched(course, code, box=None, socket_dir=None):
     """Run `code` in the sandbox through the launcher's own run_sandboxed (its watch and cgroup);
     returns (exit status, what it printed, the sentences the launcher would tell the judge)."""
-    cmd = sandbox.bwrap_command([sys.executable, "-c", textwrap.dedent(code)], folder_of(course), course)
+    cmd = sandbox.bwrap_command([sys.executable, "-c", textwrap.dedent(code)], folder_of(course), course,
+                                socket_dir=socket_dir)
     said, read, write = [], *os.pipe()
     saved = os.dup(1)
     os.dup2(write, 1)  # the child's stdout: run_sandboxed starts it with ours
     try:
-        status = sandbox.run_sandboxed(cmd, [], [], box=box, watched=["/tmp", "/dev/shm", str(folder_of(course))],
+        watched = sandbox.writable_folders(folder_of(course), socket_dir)
+        status = sandbox.run_sandboxed(cmd, [], [], box=box, watched=watched,
                                        on_stop=said.append)
     finally:
         os.dup2(saved, 1)
@@ -906,6 +908,20 @@ def test_the_host_s_own_folders_are_never_counted(tmp_path):
     for folder in ("/tmp", str(tmp_path), "/dev/shm"):
         assert sandbox.files_in(f"/proc/{os.getpid()}/root{folder}", folder) is None
     assert sandbox.files_in(str(tmp_path / "absent"), str(tmp_path / "absent")) is None
+
+
+@needs_bwrap
+def test_empty_files_in_the_sockets_folder_count_too(course, tmp_path):
+    """The sockets' folder is writable and size-capped, but empty files take no room: it is watched as well."""
+    sockets = tmp_path / "sockets"
+    sockets.mkdir()
+    status, printed, said = launched(course, f"""
+        for i in range(3 * {sandbox.MAX_FILES}):
+            open(f"{sockets}/f{{i}}", "w").close()
+        print("made them all")
+    """, socket_dir=sockets)
+    assert status == 128 + 9 and "made them all" not in printed
+    assert said and f"files in {sockets}" in said[0]
 
 
 @needs_bwrap

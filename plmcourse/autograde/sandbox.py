@@ -775,7 +775,7 @@ def launch(connection_file: str, course_root: str, memory: int, kernel_args: lis
                         package=Path(package) if package else None)
     sockets = socket_paths(info) if socket_dir is not None else []
     box = KernelCgroup.make(memory + CGROUP_MARGIN, CGROUP_TASKS)
-    watched = ["/tmp", "/dev/shm", str(notebook_dir)]
+    watched = writable_folders(notebook_dir, socket_dir)
     sys.exit(run_sandboxed(cmd, sockets, [] if judge_fd is None else [judge_fd], box=box, watched=watched,
                            on_stop=lambda sentence: tell_judge_stopped(notebook_dir, sentence)))
 
@@ -834,6 +834,12 @@ def run_sandboxed(cmd: list[str], sockets: list[str], pass_fds: list[int], box=N
                             f"of memory in all (shared memory, files in its folders and kernel buffers included)")
             box.remove()
     return 128 - status if status < 0 else status
+
+
+def writable_folders(notebook_dir: Path, socket_dir: Path | None = None) -> list[str]:
+    """Every folder bwrap_command mounts writable inside the sandbox (each a tmpfs of its own): the launcher
+    watches all of them, the sockets' folder included (sockets take no room, but empty files would)."""
+    return ["/tmp", "/dev/shm", str(notebook_dir), *([str(socket_dir)] if socket_dir is not None else [])]
 
 
 def files_in(folder: str, outside: str) -> int | None:
