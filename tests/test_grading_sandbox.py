@@ -15,6 +15,8 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import nbformat
@@ -933,6 +935,57 @@ def test_a_kernel_under_the_file_cap_is_left_alone(course):
         print("made", sum(name.startswith("f") for name in os.listdir('/tmp')))
     """)
     assert (status, said) == (0, []) and "made 2000" in printed
+
+
+def _process_at(pid: int, argv: list) -> subprocess.Popen | None:
+    """`argv` started as process `pid` (the kernel hands out the pid after ns_last_pid), or None when another
+    process of the machine took that pid first."""
+    with open("/proc/sys/kernel/ns_last_pid", "w") as last:
+        last.write(str(pid - 1))
+    started = subprocess.Popen(argv)
+    if started.pid == pid:
+        return started
+    started.kill()
+    started.wait()
+    return None
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare(1)")
+def test_the_watch_never_counts_or_stops_a_process_that_took_a_dead_sandbox_s_pid():
+    """Pids are reused (on this machine after 32,768). Once a sandbox's first process has exited, its number can
+    name another submission's kernel, whose /tmp may be full: the watch must not count that /tmp against this
+    kernel, nor kill the other. (In one run of the suite an honest notebook was stopped for "more than 10,000
+    files in /tmp" that it never made.)"""
+    bwrap = subprocess.Popen(["sleep", "30"])        # stands for bwrap, alive while the watch runs
+    first = subprocess.Popen(["sleep", "30"])         # the sandbox's first process, which ends
+    pid, said = first.pid, []
+    watch = threading.Thread(target=sandbox.watch_files, args=(bwrap, pid, ["/tmp"], said.append),
+                             kwargs={"most": 5, "every": 0.05})
+    watch.start()  # as the launcher does, while the sandbox's first process lives
+    first.kill()
+    first.wait()
+    # Another kernel, in a mount namespace of its own whose /tmp holds 20 files, takes the same pid.
+    other = None
+    for _ in range(20):
+        other = _process_at(pid, ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                                  "mount -t tmpfs none /tmp && touch /tmp/f$(seq -s ' /tmp/f' 20) && exec sleep 30"])
+        if other is not None:
+            break
+    if other is None:
+        pytest.skip("another process took the pid each time")
+    try:
+        deadline = time.time() + 10
+        while sandbox.files_in(f"/proc/{pid}/root/tmp", "/tmp") is None and time.time() < deadline:
+            time.sleep(0.05)
+        assert sandbox.files_in(f"/proc/{pid}/root/tmp", "/tmp") > 5  # the trap is real: by number, it is over
+        time.sleep(0.5)
+        assert other.poll() is None and said == []
+    finally:
+        bwrap.kill()
+        watch.join(5)
+        other.kill()
+        other.wait()
+        bwrap.wait()
 
 
 @needs_bwrap

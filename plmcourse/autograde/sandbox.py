@@ -49,6 +49,7 @@ import json
 import os
 import re
 import resource
+import select
 import shutil
 import signal
 import site
@@ -859,21 +860,41 @@ def files_in(folder: str, outside: str) -> int | None:
 def watch_files(child, pid: int, watched, on_stop=None, most: int = MAX_FILES, every: float = WATCH_SECONDS):
     """Stop the sandbox (its first process, then bwrap) when one of the `watched` folders holds more than
     `most` files; tell `on_stop` why. Each watched folder is a tmpfs of its own, so its used inodes are
-    what is in it (the kernel's own few files included)."""
+    what is in it (the kernel's own few files included).
+
+    The sandbox's first process is held by a pidfd, not by its number: once it has exited, its pid can be
+    another process's (pids wrap at 32,768 on many machines), perhaps a kernel of another submission whose
+    /tmp is full. A count is believed only if the process was still alive after it was read, and the kill
+    goes to that process alone."""
+    try:
+        handle = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # gone already, or no pidfds (Linux before 5.3): nothing safe to watch
+        return
     folders = [(f"/proc/{pid}/root{folder}", folder) for folder in watched]
-    while child.poll() is None:
-        for inside, folder in folders:
-            if (files_in(inside, folder) or 0) > most:
+    try:
+        while child.poll() is None:
+            counts = [(files_in(inside, folder) or 0, folder) for inside, folder in folders]
+            if _exited(handle):
+                return
+            over = [folder for count, folder in counts if count > most]
+            if over:
                 with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)  # the sandbox's init: the whole PID namespace goes
+                    signal.pidfd_send_signal(handle, signal.SIGKILL)  # the sandbox's init: the PID namespace goes
                 child.kill()
                 if on_stop is not None:
                     with contextlib.suppress(Exception):
-                        on_stop(f"{STOPPED}: it made more than {most:,} files in {folder} "
+                        on_stop(f"{STOPPED}: it made more than {most:,} files in {over[0]} "
                                 f"(a grading kernel keeps at most {most:,} files, folders and links in each "
                                 f"writable folder)")
                 return
-        time.sleep(every)
+            time.sleep(every)
+    finally:
+        os.close(handle)
+
+
+def _exited(pidfd: int) -> bool:
+    """Whether the process a pidfd holds has exited (the pidfd reads as ready then)."""
+    return bool(select.select([pidfd], [], [], 0)[0])
 
 
 def tell_judge_stopped(notebook_dir: Path, sentence: str) -> None:
