@@ -97,3 +97,32 @@ def test_the_draw_count_alarm_is_as_rare_as_stated_and_sees_a_length_drawn_again
     monkeypatch.setattr(judging_bart, "ALARM", 1e-6)
     new_length = mistake("check_text_infilling", "a new length on an overlap")
     assert judging_bart._draw_count_side(*_draws(new_length, 20000, 0.5, 3.0, 0), 3.0) == "high"
+
+
+def test_edge_coverage_is_exact_on_hand_worked_cases():
+    """edge_coverage against sums done by hand. 2 tokens, 1 to cover: the one start is 0 or 1 alike. 3 tokens,
+    2 to cover: a first length of 2 (q2 = P(L >= 2 | L >= 1)) starts at 0 or 1 alike, covering the first token
+    half the time; a length of 1 covers it with 1/3, and else the second single token does with 1/2."""
+    import math
+
+    from plmcourse.judging.bart import edge_coverage
+
+    assert edge_coverage(2, 0.5, 3.0) == pytest.approx((0.5, 0.5))
+    lam = 1.7
+    q1 = lam * math.exp(-lam) / (1 - math.exp(-lam))
+    first = q1 * (1 / 3 + 2 / 3 * 1 / 2) + (1 - q1) * 1 / 2
+    assert edge_coverage(3, 2 / 3, lam) == pytest.approx((first, first))
+
+
+def test_edge_coverage_is_what_the_course_s_text_infilling_does():
+    """The exact chance that an end is covered, against 20,000 calls of plmcourse.ref.text_infilling (within 4
+    standard deviations), at the edge group's size and at another."""
+    from plmcourse.judging.bart import EDGE_N, EDGE_RATIO, FIRST_ID, edge_coverage
+
+    for n, ratio, lam in ((EDGE_N, EDGE_RATIO, 3.0), (7, 0.3, 1.5)):
+        calls, first, last = 20000, 0, 0
+        for seed in range(calls):
+            out = ref.text_infilling(FIRST_ID + np.arange(n), np.random.default_rng(seed), 1, ratio, lam)
+            first, last = first + (FIRST_ID not in out), last + (FIRST_ID + n - 1 not in out)
+        for seen, p in zip((first, last), edge_coverage(n, ratio, lam)):
+            assert abs(seen / calls - p) < 4 * (p * (1 - p) / calls) ** 0.5, (n, ratio, lam, seen / calls, p)

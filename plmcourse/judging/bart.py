@@ -12,6 +12,7 @@ with the same seed, which must agree (the seed helpers of `plmcourse.judging.ber
 which judges mlm_mask the same way). Every failure names the rule that was broken.
 """
 
+import functools
 import math
 
 import numpy as np
@@ -37,7 +38,7 @@ FIRST_ID = 5  # tokens are FIRST_ID, FIRST_ID + 1, ...: all different, so the ou
 
 
 def _infilling_case(seed, n, mask_id=1, mask_ratio=None, poisson_lambda=None, statistics=False, key=None,
-                    same_as=None, differs_from=None, gaps=False):
+                    same_as=None, differs_from=None, gaps=False, edge=None):
     tokens = FIRST_ID + np.arange(n, dtype=np.int64)
     kwargs = {}
     if mask_ratio is not None:
@@ -58,8 +59,18 @@ def _infilling_case(seed, n, mask_id=1, mask_ratio=None, poisson_lambda=None, st
         data["differs_from"] = differs_from
     if gaps:
         label += " (almost every length is 0: thousands of masks inserted at random gaps)"
+    if edge:
+        label += f", call {edge[0] + 1} of {edge[1]} with other seeds (how often each end is covered)"
+        data["edge"] = edge
     tags = ({"statistics"} if statistics else set()) | ({"gaps"} if gaps else set())
     return Case(label, (tokens, np.random.default_rng(seed), mask_id), kwargs, tags=frozenset(tags), data=data)
+
+
+# The ends of a short sequence, over many calls: a start never drawn at 0 or at n - L, or starts piled up at one
+# end (a start past n - L moved back to it), changes how often an end is covered, and nothing else. On 12 tokens
+# with 6 to cover, 300 calls tell starts clipped to the end (the last token covered in 0.48 of the calls, against
+# 0.264) from honest ones in all but about 1 run in 1,000; a start range one short leaves an end never covered.
+EDGE_CALLS, EDGE_N, EDGE_RATIO = 300, 12, 0.5
 
 
 def _infilling_cases(hidden):
@@ -87,6 +98,8 @@ def _infilling_cases(hidden):
         # included, receives inserted masks (see _rule_insertion_gaps).
         _infilling_case(56, 40, mask_ratio=0.075, poisson_lambda=0.0002, gaps=True),
     ]
+    # Where the spans fall: one call covers an end or not, so many short calls (see _rule_edge_coverage).
+    cases += [_infilling_case(1000 + i, EDGE_N, mask_ratio=EDGE_RATIO, edge=(i, EDGE_CALLS)) for i in range(EDGE_CALLS)]
     salt = hidden_salt(hidden)
     if hidden:
         cases += [
@@ -295,6 +308,75 @@ def _rule_insertion_gaps(case, got, memory):
     return None
 
 
+@functools.lru_cache(maxsize=None)
+def edge_coverage(n, ratio, lam):
+    """(P(the first token is covered), P(the last one is)) for text_infilling as specified, exactly.
+
+    The covered tokens are a Markov chain over sets (bit masks, fine for a dozen tokens): a zero length changes
+    nothing, so each step is a length L >= 1 (Poisson conditioned on L >= 1, cut to what is left to cover),
+    shrunk until a free stretch fits it, and a start drawn alike among the free ones."""
+    to_cover = int(round(ratio * n))
+    pmf = [math.exp(-lam + k * math.log(lam) - math.lgamma(k + 1)) for k in range(to_cover + 1)]
+    chances, finished = {0: 1.0}, {}
+    for covered in range(to_cover):  # each step covers at least one more token
+        following = {}
+        for mask, chance in chances.items():
+            if bin(mask).count("1") != covered:
+                following[mask] = following.get(mask, 0.0) + chance
+                continue
+            left = to_cover - covered
+            for length in range(1, left + 1):
+                drawn = (pmf[length] if length < left else 1.0 - sum(pmf[:left])) / (1.0 - pmf[0])
+                fits = length
+                while not (starts := [s for s in range(n - fits + 1) if not mask >> s & (1 << fits) - 1]):
+                    fits -= 1
+                for start in starts:
+                    after = mask | (1 << fits) - 1 << start
+                    target = finished if bin(after).count("1") >= to_cover else following
+                    target[after] = target.get(after, 0.0) + chance * drawn / len(starts)
+        chances = following
+    return (sum(c for mask, c in finished.items() if mask & 1),
+            sum(c for mask, c in finished.items() if mask >> (n - 1) & 1))
+
+
+class _InfillingMemory(_Memory):
+    def __init__(self):
+        super().__init__()
+        self.edges = []  # (first token covered, last token covered) of each call of the edge group, in order
+
+
+EDGE_CAUSES = {
+    ("last", "low"): "a span ends at the last token too rarely: n - L is a start too (rng.integers(0, n - L + 1))",
+    ("last", "high"): ("spans pile up at the end, as when a start past n - L is moved back to n - L: draw the start "
+                       "again, or alike among the free starts"),
+    ("first", "low"): "a span starts at the first token too rarely: 0 is a start too",
+    ("first", "high"): ("spans pile up at the start, as when a start before 0 is moved up to 0: draw the start "
+                        "alike among the free starts"),
+}
+
+
+def _rule_edge_coverage(case, got, memory):
+    """Over EDGE_CALLS calls (other seeds), the first and the last token are each covered Binomial(calls, p) times,
+    p exact (edge_coverage); each end and side alarms below core.ALARM / 2 for an honest answer."""
+    edge = case.data.get("edge")
+    if edge is None:
+        return None
+    n, mask_id = case.data["n"], case.data["mask_id"]
+    kept = set(np.asarray(got)[np.asarray(got) != mask_id].tolist())
+    memory.edges.append((FIRST_ID not in kept, FIRST_ID + n - 1 not in kept))
+    if edge[0] + 1 < edge[1] or len(memory.edges) < edge[1]:
+        return None
+    calls = memory.edges[-edge[1]:]
+    for index, (end, p) in enumerate(zip(("first", "last"), edge_coverage(n, case.data["ratio"], case.data["lam"]))):
+        seen = sum(call[index] for call in calls)
+        side = unlikely_count(seen, len(calls), p)
+        if side:
+            return (f"over {len(calls)} calls on {n} tokens with mask_ratio={case.data['ratio']}, the {end} token was "
+                    f"covered {seen} times, expected about {p * len(calls):.0f} (starts drawn alike among the free "
+                    f"ones cover it in {p:.3f} of the calls): {EDGE_CAUSES[end, side]}")
+    return None
+
+
 # Tried in order; the first rule that finds a problem gives the verdict.
 INFILLING_RULES = [
     ("one integer sequence", _rule_one_integer_sequence),
@@ -303,6 +385,7 @@ INFILLING_RULES = [
     ("mask_ratio 0 and 1, and exactly round(mask_ratio * n) tokens covered", _rule_edge_ratios),
     ("span lengths drawn from Poisson(poisson_lambda), zero-length spans included", _rule_span_statistics),
     ("inserted masks at every gap, both ends included", _rule_insertion_gaps),
+    ("spans start alike at every free start, both ends included", _rule_edge_coverage),
 ]
 
 
@@ -312,7 +395,7 @@ check_text_infilling = Spec(
     reference=lambda case: None,
     judge=judge_by_rules(INFILLING_RULES),
     seal=INFILLING_SEAL,
-    memory=_Memory,
+    memory=_InfillingMemory,
     clauses=(
         ("mask_ratio not passed: 0.3", lambda c: "mask_ratio" not in c.kwargs),
         ("mask_ratio passed", lambda c: "mask_ratio" in c.kwargs),
@@ -325,6 +408,7 @@ check_text_infilling = Spec(
         ("... the length drawn once: an overlap draws only the start again", lambda c: "statistics" in c.tags),
         ("a span of length 0 inserts one mask at a random gap", lambda c: "statistics" in c.tags),
         ("... any of the n + 1 gaps: before token g, or at the end", lambda c: "gaps" in c.tags),
+        ("a start drawn alike among the free ones, 0 and n - L included", lambda c: "edge" in c.data),
         ("spans do not overlap, and each is replaced by its own mask_id", lambda c: c.data["ratio"] >= 0.5),
         ("every random number from rng: the same seed gives the same output", lambda c: "same_as" in c.data),
         ("... and not from a generator of its own: another seed gives another", lambda c: "differs_from" in c.data),

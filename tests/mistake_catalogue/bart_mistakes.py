@@ -18,10 +18,11 @@ from plmcourse import ref
 # text_infilling(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0)
 
 
-def infill_window(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0, _gaps=(0, 1)):
+def infill_window(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0, _gaps=(0, 1), _start=None):
     """Draw among the starts where the whole span is still free (a running sum of the free tokens).
 
-    (_gaps: the range of an inserted mask's gap, (first, past the last - n); only the mistakes below change it.)
+    (_gaps: the range of an inserted mask's gap, (first, past the last - n); _start(rng, free starts, n, length):
+    how a start is drawn. Only the mistakes below change them.)
     """
     n = len(tokens)
     budget = int(round(mask_ratio * n))
@@ -38,7 +39,7 @@ def infill_window(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0, _gap
         while len(ok) == 0:
             length -= 1
             ok = np.flatnonzero(free[length:] - free[:-length] == length)
-        s = rng.choice(ok)
+        s = rng.choice(ok) if _start is None else _start(rng, ok, n, length)
         covered[s:s + length] = True
         starts[s] = True
     out = []
@@ -47,6 +48,36 @@ def infill_window(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0, _gap
         if i < n and (starts[i] or not covered[i]):
             out.append(mask_id if starts[i] else tokens[i])
     return np.array(out, dtype=tokens.dtype)
+
+
+def _clipped_to_the_end(rng, ok, n, length):
+    while True:  # any position, moved back to n - length when the span would run past the end; again on an overlap
+        s = min(int(rng.integers(0, n)), n - length)
+        if s in ok:
+            return s
+
+
+def _but(excluded):
+    def draw(rng, ok, n, length):
+        others = [s for s in ok if s != excluded(n, length)]
+        return rng.choice(others) if others else ok[0]
+    return draw
+
+
+def infill_clipped_to_the_end(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
+    """A start drawn from all n positions and moved back to n - L when the span would run past the end: that
+    start gets L chances, the last token is covered about twice as often as it should."""
+    return infill_window(tokens, rng, mask_id, mask_ratio, poisson_lambda, _start=_clipped_to_the_end)
+
+
+def infill_last_start_never(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
+    """Starts from range(n - L), one short: no span ends at the last token unless nothing else is free."""
+    return infill_window(tokens, rng, mask_id, mask_ratio, poisson_lambda, _start=_but(lambda n, length: n - length))
+
+
+def infill_first_start_never(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
+    """Starts from 1: no span starts at the first token unless nothing else is free."""
+    return infill_window(tokens, rng, mask_id, mask_ratio, poisson_lambda, _start=_but(lambda n, length: 0))
 
 
 def infill_retry(tokens, rng, mask_id, mask_ratio=0.3, poisson_lambda=3.0):
@@ -213,6 +244,9 @@ INFILLING_MISTAKES = [
     ("an inserted mask never after the last token", infill_gap_never_at_the_end, "landed after the last token"),
     ("an inserted mask never before the first token", infill_gap_never_at_the_start, "landed before the first token"),
     ("a mask per token", infill_token_masking, "every removed token got its own mask"),
+    ("a start clipped to the end", infill_clipped_to_the_end, "spans pile up at the end"),
+    ("the last start never drawn", infill_last_start_never, "n - L is a start too"),
+    ("the first start never drawn", infill_first_start_never, "0 is a start too"),
     ("a new length on an overlap", infill_new_length_on_overlap, "keep the length and draw only the start again"),
     ("a zero-length span replaces a token", infill_zero_length_replaces, "a zero-length span replaced a token"),
     ("every span the same length", infill_fixed_length, "so that lengths vary"),
