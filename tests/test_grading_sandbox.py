@@ -951,11 +951,14 @@ def _process_at(pid: int, argv: list) -> subprocess.Popen | None:
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare(1)")
-def test_the_watch_never_counts_or_stops_a_process_that_took_a_dead_sandbox_s_pid():
+@pytest.mark.parametrize("pidfds", [True, False], ids=["pidfd", "start time (Linux before 5.3)"])
+def test_the_watch_never_counts_or_stops_a_process_that_took_a_dead_sandbox_s_pid(pidfds, monkeypatch):
     """Pids are reused (on this machine after 32,768). Once a sandbox's first process has exited, its number can
     name another submission's kernel, whose /tmp may be full: the watch must not count that /tmp against this
     kernel, nor kill the other. (In one run of the suite an honest notebook was stopped for "more than 10,000
     files in /tmp" that it never made.)"""
+    if not pidfds:
+        monkeypatch.delattr(os, "pidfd_open")
     bwrap = subprocess.Popen(["sleep", "30"])        # stands for bwrap, alive while the watch runs
     first = subprocess.Popen(["sleep", "30"])         # the sandbox's first process, which ends
     pid, said = first.pid, []

@@ -862,24 +862,20 @@ def watch_files(child, pid: int, watched, on_stop=None, most: int = MAX_FILES, e
     `most` files; tell `on_stop` why. Each watched folder is a tmpfs of its own, so its used inodes are
     what is in it (the kernel's own few files included).
 
-    The sandbox's first process is held by a pidfd, not by its number: once it has exited, its pid can be
-    another process's (pids wrap at 32,768 on many machines), perhaps a kernel of another submission whose
-    /tmp is full. A count is believed only if the process was still alive after it was read, and the kill
-    goes to that process alone."""
-    try:
-        handle = os.pidfd_open(pid)
-    except (AttributeError, OSError):  # gone already, or no pidfds (Linux before 5.3): nothing safe to watch
-        return
+    The sandbox's first process is held as one process (HeldProcess), not by its number: once it has
+    exited, its pid can be another process's (pids wrap at 32,768 on many machines), perhaps a kernel of
+    another submission whose /tmp is full. A count is believed only if the process was still alive after
+    it was read, and the kill goes to that process alone."""
+    held = HeldProcess(pid)
     folders = [(f"/proc/{pid}/root{folder}", folder) for folder in watched]
     try:
         while child.poll() is None:
             counts = [(files_in(inside, folder) or 0, folder) for inside, folder in folders]
-            if _exited(handle):
+            if not held.alive():
                 return
             over = [folder for count, folder in counts if count > most]
             if over:
-                with contextlib.suppress(OSError):
-                    signal.pidfd_send_signal(handle, signal.SIGKILL)  # the sandbox's init: the PID namespace goes
+                held.kill()  # the sandbox's init: the whole PID namespace goes
                 child.kill()
                 if on_stop is not None:
                     with contextlib.suppress(Exception):
@@ -889,12 +885,44 @@ def watch_files(child, pid: int, watched, on_stop=None, most: int = MAX_FILES, e
                 return
             time.sleep(every)
     finally:
-        os.close(handle)
+        held.close()
 
 
-def _exited(pidfd: int) -> bool:
-    """Whether the process a pidfd holds has exited (the pidfd reads as ready then)."""
-    return bool(select.select([pidfd], [], [], 0)[0])
+class HeldProcess:
+    """One running process, known by more than its pid: a pidfd where Linux has them (5.3 and later), else
+    its pid and start time (a later process with the same pid starts later)."""
+
+    def __init__(self, pid: int):
+        self.pid, self.started = pid, _start_time(pid)
+        try:
+            self.fd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            self.fd = None
+
+    def alive(self) -> bool:
+        if self.fd is not None:
+            return not select.select([self.fd], [], [], 0)[0]  # a pidfd reads as ready once its process exits
+        return self.started is not None and _start_time(self.pid) == self.started
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            if self.fd is not None:
+                signal.pidfd_send_signal(self.fd, signal.SIGKILL)
+            elif self.alive():
+                os.kill(self.pid, signal.SIGKILL)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _start_time(pid: int) -> int | None:
+    """When process `pid` started (clock ticks after boot), or None where there is no such process."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def tell_judge_stopped(notebook_dir: Path, sentence: str) -> None:
