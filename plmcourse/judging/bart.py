@@ -69,7 +69,8 @@ def _infilling_case(seed, n, mask_id=1, mask_ratio=None, poisson_lambda=None, st
 # The ends of a short sequence, over many calls: a start never drawn at 0 or at n - L, or starts piled up at one
 # end (a start past n - L moved back to it), changes how often an end is covered, and nothing else. On 12 tokens
 # with 6 to cover, 300 calls tell starts clipped to the end (the last token covered in 0.48 of the calls, against
-# 0.264) from honest ones in all but about 1 run in 1,000; a start range one short leaves an end never covered.
+# 0.264) from honest ones: 100 of 100 groups at seeds nobody chose (10,000,000 on), and an honest answer flagged in
+# 0 of 100; a start range one short leaves an end never covered.
 EDGE_CALLS, EDGE_N, EDGE_RATIO = 300, 12, 0.5
 
 
