@@ -221,9 +221,9 @@ def test_grading_again_gives_the_same_grades(graded, tmp_path):
     shared, _, before = graded
     course = tmp_path / "course"  # a copy: the shared class is read by other tests meanwhile
     shutil.copytree(shared, course, symlinks=True)
-    for student in ("correct", "checks-patched", "partial-visible-only"):
-        plmcourse_grade(course, "autograde", ASSIGNMENT, "--student", student)
-    assert scores(course) == before
+    said = [plmcourse_grade(course, "autograde", ASSIGNMENT, "--student", student)
+            for student in ("correct", "checks-patched", "partial-visible-only")]
+    assert scores(course) == before, "\n".join(said)  # what the grader said, should one come out otherwise
 
 
 def test_an_honest_submission_is_flagged_only_for_being_the_course_s_own_code(graded):
