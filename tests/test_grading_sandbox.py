@@ -962,9 +962,13 @@ def test_the_watch_never_counts_or_stops_a_process_that_took_a_dead_sandbox_s_pi
     bwrap = subprocess.Popen(["sleep", "30"])        # stands for bwrap, alive while the watch runs
     first = subprocess.Popen(["sleep", "30"])         # the sandbox's first process, which ends
     pid, said = first.pid, []
-    watch = threading.Thread(target=sandbox.watch_files, args=(bwrap, pid, ["/tmp"], said.append),
+    held = sandbox.HeldProcess(pid)  # as the launcher does, while the sandbox's first process lives
+    watch = threading.Thread(target=sandbox.watch_files, args=(bwrap, held, ["/tmp"], said.append),
                              kwargs={"most": 5, "every": 0.05})
-    watch.start()  # as the launcher does, while the sandbox's first process lives
+    watch.start()
+    # A sandbox lives for seconds; the start time (the fallback) counts in clock ticks of 10 ms, so a process
+    # that took the pid within the same tick would look the same.
+    time.sleep(0.05)
     first.kill()
     first.wait()
     # Another kernel, in a mount namespace of its own whose /tmp holds 20 files, takes the same pid.

@@ -686,11 +686,17 @@ def _run_forked(check, candidate, seconds: float, cpu_seconds: float = SEARCH_CP
 
 def _cpu_seconds(pid: int) -> float:
     """The CPU time a running process has used, its threads' included (0 where /proc cannot tell)."""
+    fields = _stat_fields(pid)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") if fields else 0.0  # utime + stime
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command's name (the state is [0]), or None: no such process."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
-    except (OSError, IndexError, ValueError):
-        return 0.0
+    except (OSError, IndexError):
+        return None
+    return fields if len(fields) > 19 and all(f.lstrip("-").isdigit() for f in fields[11:20]) else None
 
 
 def limit_memory(memory: int) -> None:
@@ -822,7 +828,8 @@ def run_sandboxed(cmd: list[str], sockets: list[str], pass_fds: list[int], box=N
             os.symlink(f"/proc/{pid}/root{path}", path)
             made.append(path)
         if pid is not None and watched:
-            threading.Thread(target=watch_files, args=(child, pid, watched, on_stop), daemon=True).start()
+            # Held here, while the sandbox surely lives, not when the thread gets to run.
+            threading.Thread(target=watch_files, args=(child, HeldProcess(pid), watched, on_stop), daemon=True).start()
         status = child.wait()
     finally:
         for path in made:
@@ -857,17 +864,16 @@ def files_in(folder: str, outside: str) -> int | None:
     return max(0, found.f_files - found.f_ffree)
 
 
-def watch_files(child, pid: int, watched, on_stop=None, most: int = MAX_FILES, every: float = WATCH_SECONDS):
+def watch_files(child, held, watched, on_stop=None, most: int = MAX_FILES, every: float = WATCH_SECONDS):
     """Stop the sandbox (its first process, then bwrap) when one of the `watched` folders holds more than
     `most` files; tell `on_stop` why. Each watched folder is a tmpfs of its own, so its used inodes are
     what is in it (the kernel's own few files included).
 
-    The sandbox's first process is held as one process (HeldProcess), not by its number: once it has
+    The sandbox's first process, `held`, is a HeldProcess, not a number: once it has
     exited, its pid can be another process's (pids wrap at 32,768 on many machines), perhaps a kernel of
     another submission whose /tmp is full. A count is believed only if the process was still alive after
     it was read, and the kill goes to that process alone."""
-    held = HeldProcess(pid)
-    folders = [(f"/proc/{pid}/root{folder}", folder) for folder in watched]
+    folders = [(f"/proc/{held.pid}/root{folder}", folder) for folder in watched]
     try:
         while child.poll() is None:
             counts = [(files_in(inside, folder) or 0, folder) for inside, folder in folders]
@@ -890,7 +896,7 @@ def watch_files(child, pid: int, watched, on_stop=None, most: int = MAX_FILES, e
 
 class HeldProcess:
     """One running process, known by more than its pid: a pidfd where Linux has them (5.3 and later), else
-    its pid and start time (a later process with the same pid starts later)."""
+    its pid and start time (a later process with the same pid starts at a later clock tick, of 10 ms)."""
 
     def __init__(self, pid: int):
         self.pid, self.started = pid, _start_time(pid)
@@ -919,10 +925,8 @@ class HeldProcess:
 
 def _start_time(pid: int) -> int | None:
     """When process `pid` started (clock ticks after boot), or None where there is no such process."""
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
+    fields = _stat_fields(pid)
+    return int(fields[19]) if fields else None
 
 
 def tell_judge_stopped(notebook_dir: Path, sentence: str) -> None:
