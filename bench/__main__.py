@@ -9,7 +9,7 @@ import time
 
 from bench import (attention, checkpoints, claims, distill_layers, efficiency, gpt, grading, icl, instruct,
                    minilm, multimodal, nanogpt, notebooks, peft, peft_prompts, peft_unified, prompting,
-                   prompting_methods, report, sentence_families, similarity, simcse, suite, threads, transfer,
+                   prompting_methods, recorder, report, sentence_families, similarity, simcse, suite, threads, transfer,
                    word2vec, wordpiece)
 
 BENCHMARKS = {
@@ -17,6 +17,7 @@ BENCHMARKS = {
     "threads": threads.main,
     "notebooks": notebooks.main,
     "grading": grading.main,
+    "recorder": recorder.main,
     "gpt": gpt.main,
     "nanogpt": nanogpt.main,
     "word2vec": word2vec.main,

@@ -86,17 +86,52 @@ def _draws(answer, n, ratio, lam, seed):
 
 def test_the_draw_count_alarm_is_as_rare_as_stated_and_sees_a_length_drawn_again(monkeypatch):
     """_draw_count_side at a cheaper ALARM of 0.01 (the rule uses 1e-6, with the same code): the course's
-    text_infilling trips it about that often, at mask ratios up to one half; an answer that draws a new
-    length when a span overlaps trips it at 1e-6 on a ratio of one half."""
+    text_infilling trips it about that often, at mask ratios up to one half, on one call or on a pool of six as
+    the check judges them; an answer that draws a new length when a span overlaps trips it at 1e-6 on a ratio of
+    one half, on one long call and on the visible pool."""
     from plmcourse.judging import bart as judging_bart
     monkeypatch.setattr(judging_bart, "ALARM", 0.01)
-    configs = ((4000, 0.3, 3.0), (4000, 0.5, 3.0), (4000, 0.2, 1.0))
-    alarms = sum(judging_bart._draw_count_side(*_draws(ref.text_infilling, n, r, lam, seed), lam) is not None
-                 for seed in range(150) for n, r, lam in configs)
+    configs = ((4000, 0.3, 3.0, 1), (1000, 0.5, 3.0, 6), (4000, 0.2, 1.0, 1))
+    alarms = sum(judging_bart._draw_count_side([_draws(ref.text_infilling, n, r, lam, 10 * seed + i)
+                                                for i in range(calls)], lam) is not None
+                 for seed in range(150) for n, r, lam, calls in configs)
     assert alarms <= 0.01 * 450 + 3 * (0.01 * 450) ** 0.5  # the stated rate, plus three standard deviations
     monkeypatch.setattr(judging_bart, "ALARM", 1e-6)
     new_length = mistake("check_text_infilling", "a new length on an overlap")
-    assert judging_bart._draw_count_side(*_draws(new_length, 20000, 0.5, 3.0, 0), 3.0) == "high"
+    assert judging_bart._draw_count_side([_draws(new_length, 20000, 0.5, 3.0, 0)], 3.0) == "high"
+    pool = [_draws(new_length, 1000, 0.5, 3.0, 5500 + i) for i in range(6)]
+    assert judging_bart._draw_count_side(pool, 3.0) == "high"
+
+
+@pytest.mark.parametrize("lam", [0.5, 3.0])
+def test_the_draw_count_distribution_is_exact_on_hand_worked_cases(lam):
+    """One token to cover: draws until the first length above 0, a geometric count. Two: the first m - 1 draws
+    sum to 0 and the m-th is 2 or more, or they hold one 1 and zeros and the m-th is above 0."""
+    from plmcourse.judging.bart import _draw_count_pmf
+    zero = np.exp(-lam)
+    one_token = _draw_count_pmf(1, lam)
+    m = np.arange(1, len(one_token))
+    assert one_token[0] == 0 and np.allclose(one_token[1:], zero ** (m - 1) * (1 - zero), rtol=1e-12, atol=0)
+    assert np.isclose(one_token.sum(), 1.0, rtol=1e-12)
+    two = _draw_count_pmf(2, lam)
+    p_one = lam * zero  # P(L = 1)
+    assert np.isclose(two[1], 1 - zero - p_one, rtol=1e-12)
+    expected = [zero ** (k - 1) * (1 - zero - p_one) + (k - 1) * p_one * zero ** (k - 2) * (1 - zero)
+                for k in range(2, len(two))]
+    assert np.allclose(two[2:], expected, rtol=1e-10, atol=1e-300)
+    assert np.isclose(two.sum(), 1.0, rtol=1e-12)
+
+
+def test_the_draw_count_distribution_is_what_the_course_s_text_infilling_does():
+    """The exact distribution of the draws for 500 tokens covered against 4,000 calls of the course's version on
+    1,000 tokens: its mean and spread."""
+    from plmcourse.judging.bart import _draw_count_pmf
+    pmf = _draw_count_pmf(500, 3.0)
+    mean = (np.arange(len(pmf)) * pmf).sum()
+    sd = np.sqrt(((np.arange(len(pmf)) - mean) ** 2 * pmf).sum())
+    draws = np.array([_draws(ref.text_infilling, 1000, 0.5, 3.0, 900_000 + seed)[0] for seed in range(4000)])
+    assert abs(draws.mean() - mean) < 3 * sd / np.sqrt(len(draws))
+    assert abs(draws.std() / sd - 1) < 3 * np.sqrt(1 / (2 * len(draws)))
 
 
 def test_edge_coverage_is_exact_on_hand_worked_cases():
