@@ -10,6 +10,8 @@
     python3 tasks.py bench      run the benchmarks and rewrite bench/RESULTS.md (installs gensim)
     python3 tasks.py doctor     check that the course can run here
     python3 tasks.py setup      only create or update the environment
+    python3 tasks.py hub        a class on JupyterHub on this machine (root): an instructor and
+                                three student accounts, nbgrader's exchange (--port PORT)
 
 Every command first makes sure a virtual environment exists in .venv/ (created
 when missing, reused when present). A second run skips pip entirely unless
@@ -65,6 +67,15 @@ STUDENT_HIDDEN_PLUGINS = [f"@jupyter/nbgrader:{name}" for name in
 STUDENT_HIDDEN_PLUGINS.append("@jupyterlab/apputils-extension:announcements")
 # Reads notebooks with the kernel's full language_info, so that they do not open modified.
 CONTENTS_MANAGER = "plmcourse.labserver.CourseContentsManager"
+# A class on JupyterHub (plmcourse/hub.py): every account's server runs from .hub/env, made with a Python that
+# every account may execute (.venv's may sit in a folder only its owner enters), and configurable-http-proxy
+# from npm. Built by setup where the hub test can run (root, useradd), else by `tasks.py hub` on first use.
+HUB = ROOT / ".hub"
+# The servers' parts, and plmcourse itself without its dependencies: the course's nbgrader_config.py, which the
+# instructor's formgrader reads, imports its grading extensions (nh3 for sanitising). `tasks.py hub` adds the
+# course's own dependencies (NumPy, PyTorch, ...), so that the trial's students can run the notebooks.
+HUB_PACKAGES = ["jupyterhub>=5", "jupyterlab>=4.0", "nbgrader>=0.9.6", "ipykernel>=6.25", "nh3>=0.2.18"]
+HUB_PROXY = "configurable-http-proxy@5"
 
 
 def say(msg: str) -> None:
@@ -143,6 +154,7 @@ def setup(force: bool = False) -> None:
     if not force and STAMP.exists() and json.loads(STAMP.read_text()).get("fingerprint") == stamp:
         if not kernel_is_current():  # an older checkout installed another display name
             install_kernel()
+        hub_for_tests()
         return
     pip("install", "--upgrade", "pip")
     if not has_torch():
@@ -153,6 +165,82 @@ def setup(force: bool = False) -> None:
     install_kernel()
     STAMP.write_text(json.dumps({"fingerprint": stamp}))
     say("environment ready")
+    hub_for_tests()
+
+
+def hub_for_tests() -> None:
+    if hub_test_can_run():
+        problem = hub_setup()
+        if problem:
+            say(f"no hub environment ({problem}): tests/test_hub.py will be skipped")
+
+
+def world_python() -> str | None:
+    """A python3 (3.9 or newer, as JupyterHub needs) that every account can run: it and every folder above it
+    open to all. None if there is none."""
+    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3", shutil.which("python3")):
+        if not candidate or not os.path.exists(candidate):
+            continue
+        path = Path(os.path.realpath(candidate))
+        if not all(p.stat().st_mode & 0o001 for p in [path, *path.parents]):
+            continue
+        probe = [str(path), "-c", "import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 9))"]
+        if subprocess.run(probe, capture_output=True).returncode == 0:
+            return str(path)
+    return None
+
+
+def hub_setup(full: bool = False) -> str | None:
+    """Build .hub/ (the hub environment and configurable-http-proxy) if it is missing or out of date, with the
+    course's dependencies too if `full`; None when it is ready, else one sentence saying why it cannot be
+    built here."""
+    python, npm = world_python(), shutil.which("npm")
+    if python is None:
+        return "no python3 that every account may run (its folders must be open to all)"
+    if npm is None:
+        return "no npm, which configurable-http-proxy comes from"
+    stamp, wanted = HUB / "setup.json", hashlib.sha256(json.dumps([python, HUB_PACKAGES, HUB_PROXY,
+                                                                   SLOW_UNUSED]).encode()).hexdigest()
+    if stamp.exists() and json.loads(stamp.read_text()).get("fingerprint") == wanted:
+        if full and not json.loads(stamp.read_text()).get("full"):
+            say("installing the course's dependencies into the hub environment (the students run notebooks)")
+            torch_index = [] if shutil.which("nvidia-smi") else ["--extra-index-url", TORCH_CPU_INDEX]
+            run([HUB / "env" / "bin" / "python", "-m", "pip", "--quiet", "install", *torch_index, "-e",
+                 f"{ROOT}[course]"])
+            run([HUB / "env" / "bin" / "python", "-m", "pip", "--quiet", "uninstall", "--yes", *SLOW_UNUSED])
+            stamp.write_text(json.dumps({"fingerprint": wanted, "full": True}))
+        return None
+    say(f"building the hub environment in {HUB} (JupyterHub, JupyterLab, nbgrader; configurable-http-proxy)")
+    shutil.rmtree(HUB, ignore_errors=True)
+    run([python, "-m", "venv", HUB / "env"])
+    hub_pip = [HUB / "env" / "bin" / "python", "-m", "pip", "--disable-pip-version-check", "--quiet"]
+    run([*hub_pip, "install", *HUB_PACKAGES])
+    run([*hub_pip, "install", "--no-deps", "-e", ROOT])
+    run([*hub_pip, "uninstall", "--yes", *SLOW_UNUSED])
+    run([npm, "install", "--prefix", HUB / "proxy", "--no-audit", "--no-fund", "--silent", HUB_PROXY])
+    for path in [HUB, *HUB.rglob("*")]:  # every account's server runs from here: all may read and run it
+        mode = path.lstat().st_mode
+        if not path.is_symlink():
+            path.chmod(mode | 0o044 | (0o011 if path.is_dir() or mode & 0o100 else 0))
+    stamp.write_text(json.dumps({"fingerprint": wanted}))
+    return hub_setup(full) if full else None
+
+
+def hub_test_can_run() -> bool:
+    """Where tests/test_hub.py runs: root, with useradd."""
+    return hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("useradd") is not None
+
+
+def hub(args: list) -> int:
+    """A class on JupyterHub on this machine until Ctrl-C: see plmcourse/hub.py."""
+    if not hub_test_can_run():
+        print("hub: needs root and useradd (it makes the class's Unix accounts)", file=sys.stderr)
+        return 2
+    problem = hub_setup(full=True)
+    if problem:
+        print(f"hub: cannot build the hub environment: {problem}", file=sys.stderr)
+        return 2
+    return exec_in_venv(["-m", "plmcourse.hub", "--hub", str(HUB), *args])
 
 
 def kernel_spec_file() -> Path:
@@ -265,6 +353,8 @@ def main(argv: list[str]) -> int:
         return exec_in_venv(["-m", "pytest", *test_workers(rest), *rest], env={**venv_env(), **test_threads(rest)})
     if command == "release":
         return exec_in_venv(["-m", "plmcourse", "release", *rest])
+    if command == "hub":
+        return hub(rest)
     if command == "doctor":
         return exec_in_venv(["-m", "plmcourse", "doctor", *rest])
     if command == "bench":

@@ -13,6 +13,9 @@ here = os.path.dirname(os.path.abspath(__file__))
 c.CourseDirectory.root = here
 c.CourseDirectory.course_id = "plmcourse"
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(here, "gradebook.db")
+# A class on JupyterHub: nbgrader's exchange, where assignments are released, submissions come in and feedback
+# goes out (`plmcourse grade collect ASSIGNMENT --exchange FOLDER` sets PLMCOURSE_EXCHANGE; INSTRUCTORS.md).
+c.Exchange.root = os.environ.get("PLMCOURSE_EXCHANGE", "/srv/nbgrader/exchange")
 
 # What students see in place of a solution.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}

@@ -52,7 +52,10 @@ def grade(args: argparse.Namespace) -> int:
 
     course = Path(args.course)
     if args.step in ("collect", "all"):
-        say("", workflow.collect(course, args.assignment, Path(args.folder)))
+        if args.exchange:
+            say("", workflow.collect_exchange(course, args.assignment, Path(args.exchange)))
+        else:
+            say("", workflow.collect(course, args.assignment, Path(args.folder)))
     if args.step in ("autograde", "all"):
         for line in workflow.prepare_submissions(course, args.assignment, args.student):
             say("autograde", line)
@@ -66,6 +69,9 @@ def grade(args: argparse.Namespace) -> int:
         say("", done.stderr if done.returncode else f"feedback: written to {course / 'feedback'}")
         for line in workflow.clean_graded_folders(course, args.assignment, args.student):
             say("feedback", line)
+        if args.exchange and not done.returncode:
+            released = workflow.release_feedback(course, args.assignment, Path(args.exchange))
+            say("", released.stderr if released.returncode else "feedback: released through the exchange")
     if args.step in ("export", "all"):
         done = workflow.export(course, args.to)
         say("", done.stderr if done.returncode else f"export: grades written to {course / args.to}")
@@ -104,6 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     graded.add_argument("step", choices=["collect", "autograde", "feedback", "export", "review", "all"])
     graded.add_argument("assignment", nargs="?", help="e.g. 03_attention (not needed for export)")
     graded.add_argument("folder", nargs="?", help="collect/all: the folder of exported submissions")
+    graded.add_argument("--exchange", metavar="FOLDER",
+                        help="a class on JupyterHub: collect from nbgrader's exchange in FOLDER, and feedback "
+                             "released to it (instead of a folder of exported submissions)")
     graded.add_argument("--course", default="course", help="the nbgrader course directory")
     graded.add_argument("--no-sandbox", action="store_true", help="grade without isolation (not advised)")
     graded.add_argument("--memory-gb", type=float, default=4.0, help="memory ceiling per notebook")
@@ -118,8 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "grade" and args.step != "export" and not args.assignment:
         parser.error(f"grade {args.step} needs an assignment name")
-    if args.command == "grade" and args.step in ("collect", "all") and not args.folder:
-        parser.error(f"grade {args.step} needs the folder of submissions")
+    if args.command == "grade" and args.step in ("collect", "all") and not (args.folder or args.exchange):
+        parser.error(f"grade {args.step} needs the folder of submissions (or --exchange FOLDER)")
     return {"doctor": doctor, "release": release, "grade": grade, "checkpoints": checkpoints}[args.command](args)
 
 

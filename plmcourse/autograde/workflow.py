@@ -41,18 +41,23 @@ from plmcourse.autograde.demos import nbgrader_metadata
 # "alice/03_attention.ipynb" or "alice_03_attention.ipynb" / "alice_1234_03_attention.ipynb":
 # the student id is the folder name, else the file name up to its first underscore.
 FILE_PATTERN = re.compile(r"^(?P<student>[A-Za-z0-9][A-Za-z0-9.-]*)_.+\.ipynb$")
-STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# A student id the course files (a folder name): a Unix account may begin with "_", never "." or "-".
+STUDENT_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
+
+
+COURSE_ID = "plmcourse"  # course/nbgrader_config.py's CourseDirectory.course_id: the exchange's folder
 
 
 @dataclass
 class CollectReport:
     collected: dict = field(default_factory=dict)   # student -> path written
-    problems: dict = field(default_factory=dict)    # file -> one sentence
+    problems: dict = field(default_factory=dict)    # file (or student) -> one sentence
+    notes: list = field(default_factory=list)       # one line each: resubmissions, late submissions
 
     def __str__(self):
         lines = [f"collected {len(self.collected)} submission(s)"]
         lines += [f"skipped {name}: {why}" for name, why in sorted(self.problems.items())]
-        return "\n".join(lines)
+        return "\n".join(lines + self.notes)
 
 
 def nbgrader_env(extra: dict | None = None) -> dict:
@@ -150,12 +155,89 @@ def collect(course: Path, assignment: str, folder: Path) -> CollectReport:
     return report
 
 
+def exchange_env(exchange: Path | str | None) -> dict:
+    """nbgrader's environment, with the exchange folder course/nbgrader_config.py reads (PLMCOURSE_EXCHANGE)."""
+    return nbgrader_env({"PLMCOURSE_EXCHANGE": str(Path(exchange).resolve())} if exchange else None)
+
+
+def _inbound(exchange: Path, assignment: str) -> dict:
+    """student -> sorted times of their submissions of `assignment` in the exchange's inbound folder, each
+    named <student>+<assignment>+<time>+<random> by nbgrader submit."""
+    found = {}
+    for path in sorted((Path(exchange) / COURSE_ID / "inbound").glob(f"*+{assignment}+*")):
+        parts = path.name.rsplit("+", 3)
+        if len(parts) == 4 and parts[1] == assignment:
+            found.setdefault(parts[0], []).append(parts[2])
+    return {student: sorted(times) for student, times in found.items()}
+
+
+def collect_exchange(course: Path, assignment: str, exchange: Path) -> CollectReport:
+    """nbgrader collect from the exchange into course/submitted/ (each student's latest submission), then the
+    same checks as a folder's collect: a student id the course cannot file, or a notebook that is not this
+    assignment's, is reported in one sentence and not graded. Resubmissions and late ones get a line each."""
+    course = Path(course).resolve()
+    expected = assignment_grade_ids(course, assignment)
+    if not expected:
+        raise ValueError(f"course/source/{assignment}/ has no autograded notebook; check the assignment name")
+    inbound = _inbound(exchange, assignment)
+    done = run_nbgrader(course, "collect", assignment, "--update", env=exchange_env(exchange))
+    report = CollectReport()
+    if done.returncode:
+        report.problems["the exchange"] = f"nbgrader collect failed: {_last_line(done.stderr or done.stdout)}"
+        return report
+    notebook_name = next((course / "source" / assignment).glob("*.ipynb")).name
+    due = _due_date(course, assignment)
+    for student, times in sorted(inbound.items()):
+        folder = course / "submitted" / student / assignment
+        if not STUDENT_ID.match(student):
+            if (course / "submitted" / student).exists() or (course / "submitted" / student).is_symlink():
+                _remove(course / "submitted" / student)
+            report.problems[student] = ("its student id is not one the course files (letters, digits, '.', '_' and "
+                                        "'-', not first '.' or '-'); not graded, the submission stays in the "
+                                        "exchange")
+            continue
+        problem = check_submission(folder / notebook_name, expected) if folder.is_dir() else "nbgrader collected nothing"
+        if problem:
+            report.problems[student] = problem
+            continue
+        report.collected[student] = folder / notebook_name
+        if len(times) > 1:
+            report.notes.append(f"{student}: {len(times)} submissions; the latest ({times[-1]}) is graded, the "
+                                f"earlier stay in the exchange")
+        if due and times[-1] > due:
+            report.notes.append(f"{student}: submitted {times[-1]}, after the due date {due} (nbgrader's late "
+                                f"policy applies)")
+    return report
+
+
+def _due_date(course: Path, assignment: str) -> str | None:
+    """The assignment's due date as nbgrader writes submission times (UTC, "YYYY-MM-DD HH:MM:SS..."), or None."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        try:
+            due = gradebook.find_assignment(assignment).duedate
+        except MissingEntry:
+            return None
+    return due.strftime("%Y-%m-%d %H:%M:%S.%f") + " UTC" if due else None
+
+
+def release_feedback(course: Path, assignment: str, exchange: Path) -> subprocess.CompletedProcess:
+    """nbgrader release_feedback: each student's feedback page into the exchange, where only they can fetch it
+    (its name is a hash of their own submission's secret)."""
+    return run_nbgrader(Path(course).resolve(), "release_feedback", assignment, env=exchange_env(exchange))
+
+
 def submitted_students(course: Path, assignment: str) -> list[str]:
     """The students with a submission of `assignment` in course/submitted/, sorted."""
     return sorted(p.parent.name for p in (Path(course) / "submitted").glob(f"*/{assignment}"))
 
 
 TIMESTAMP_FILE = "timestamp.txt"   # nbgrader's record of when a submission came in: kept, if small
+# The files nbgrader's own steps write beside a submission and read again, kept (if at most 1 KB) where everything
+# else a submission brings is set aside: when it came in, and the exchange's secret under which its feedback is
+# released (nbgrader submit writes it; release_feedback names the feedback page by it).
+NBGRADER_NOTES = (TIMESTAMP_FILE, "submission_secret.txt")
 MAX_GRADED_FILE = 50 * 1024 ** 2   # a file of autograded/ or feedback/ bigger than this is removed
 
 
@@ -236,7 +318,7 @@ def prepare_submissions(course: Path, assignment: str, student: str | None = Non
             regular = path.is_file() and not path.is_symlink()
             if regular and path.name in expected:
                 keep.append(path)
-            elif regular and path.name == TIMESTAMP_FILE and path.stat().st_size <= 1024:
+            elif regular and path.name in NBGRADER_NOTES and path.stat().st_size <= 1024:
                 continue
             elif regular and path.suffix == ".ipynb":
                 aside = _aside_folder(folder)
@@ -347,7 +429,7 @@ def clean_graded_folders(course: Path, assignment: str, student: str | None = No
 
     To run after autograde and after generate_feedback: whatever else is there (copied from
     a submission, written by something other than nbgrader) is removed without following
-    links, as is any file over MAX_GRADED_FILE bytes; nbgrader's small timestamp.txt stays.
+    links, as is any file over MAX_GRADED_FILE bytes; nbgrader's small notes (NBGRADER_NOTES) stay.
     One line per student and folder for what was removed.
     """
     course = Path(course).resolve()
@@ -365,9 +447,9 @@ def clean_graded_folders(course: Path, assignment: str, student: str | None = No
             removed, too_big = [], []
             for path in sorted(folder.iterdir()):
                 regular = path.is_file() and not path.is_symlink()
-                if regular and (path.suffix == suffix or path.name == TIMESTAMP_FILE):
+                if regular and (path.suffix == suffix or path.name in NBGRADER_NOTES):
                     size = path.stat().st_size
-                    if size > (1024 if path.name == TIMESTAMP_FILE else MAX_GRADED_FILE):
+                    if size > (1024 if path.name in NBGRADER_NOTES else MAX_GRADED_FILE):
                         path.unlink()
                         too_big.append(f"{path.name} ({size / 1024 ** 2:.1f} MB)")
                     continue
