@@ -7,7 +7,7 @@ JSON files in bench/results/, so results of benchmarks not rerun are kept.
 import sys
 import time
 
-from bench import (attention, checkpoints, claims, distill_layers, efficiency, gpt, grading, icl, instruct,
+from bench import (attention, checkpoints, claims, distill_layers, efficiency, gpt, grading, hub, icl, instruct,
                    minilm, multimodal, nanogpt, notebooks, peft, peft_prompts, peft_unified, prompting,
                    prompting_methods, recorder, report, sentence_families, similarity, simcse, suite, threads, transfer,
                    word2vec, wordpiece)
@@ -18,6 +18,7 @@ BENCHMARKS = {
     "notebooks": notebooks.main,
     "grading": grading.main,
     "recorder": recorder.main,
+    "hub": hub.main,
     "gpt": gpt.main,
     "nanogpt": nanogpt.main,
     "word2vec": word2vec.main,

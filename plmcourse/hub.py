@@ -211,6 +211,36 @@ def start_server(hub: Hub, name: str, wait: float = 120.0) -> str:
     return api(hub, "POST", f"/hub/api/users/{name}/tokens", {"note": "plmcourse", "expires_in": 3600})["token"]
 
 
+def assignment_action(hub: Hub, name: str, token: str, action: str, assignment: str) -> dict:
+    """What a button of JupyterLab's assignment list does (fetch, submit, fetch_feedback, ...): a POST to
+    nbgrader's handler on `name`'s own server. Raises RuntimeError with nbgrader's words if it failed."""
+    reply = api(hub, "POST", f"/user/{name}/assignments/{action}", token=token,
+                form={"course_id": COURSE_ID, "assignment_id": assignment})
+    if not (reply and reply.get("success")):
+        raise RuntimeError(f"{name}: {action} of {assignment} failed: {(reply or {}).get('value', reply)}")
+    return reply
+
+
+def save_notebook(hub: Hub, name: str, token: str, path: str, notebook: dict) -> None:
+    """Save a notebook (its JSON as a dict) into `name`'s home through their server, as JupyterLab does."""
+    api(hub, "PUT", f"/user/{name}/api/contents/{urllib.parse.quote(path)}", token=token,
+        body={"type": "notebook", "format": "json", "content": notebook})
+
+
+def feedback_pages(hub: Hub, name: str, token: str, assignment: str) -> list[str]:
+    """Fetch `name`'s feedback (the assignment list's "Fetch Feedback") and return the text of each page."""
+    assignment_action(hub, name, token, "fetch_feedback", assignment)
+    contents = f"/user/{name}/api/contents/"
+    pages = []
+    for stamp in api(hub, "GET", contents + urllib.parse.quote(f"{assignment}/feedback"), token=token)["content"]:
+        for item in api(hub, "GET", contents + urllib.parse.quote(stamp["path"]), token=token)["content"]:
+            if item["name"].endswith(".html"):
+                page = api(hub, "GET", contents + urllib.parse.quote(item["path"]) + "?type=file&format=text",
+                           token=token)
+                pages.append(page["content"])
+    return pages
+
+
 def stop(process: subprocess.Popen) -> None:
     """Stop the hub; it stops its proxy and every server it started (JupyterHub's cleanup_servers)."""
     try:

@@ -21,7 +21,6 @@ import subprocess
 import sys
 import tempfile
 import urllib.error
-from urllib.parse import quote
 from pathlib import Path
 
 import nbformat
@@ -77,19 +76,6 @@ def free_ports(count):
     raise RuntimeError("no free ports")
 
 
-def student_call(hub, name, token, action, **form):
-    """What JupyterLab's assignment list does on a button: a POST to nbgrader's handler on the student's server."""
-    reply = hubs.api(hub, "POST", f"/user/{name}/assignments/{action}", token=token,
-                     form={"course_id": hubs.COURSE_ID, "assignment_id": ASSIGNMENT, **form})
-    assert reply and reply.get("success"), f"{name}: {action} failed: {reply}"
-    return reply
-
-
-def put_notebook(hub, name, token, path, nb):
-    hubs.api(hub, "PUT", f"/user/{name}/api/contents/{path}", token=token,
-             body={"type": "notebook", "format": "json", "content": json.loads(nbformat.writes(nb))})
-
-
 def run_as(name, *cmd):
     return subprocess.run(["runuser", "-u", name, "--", *cmd], capture_output=True, text=True)
 
@@ -118,15 +104,16 @@ def run_the_class(tmp_path_factory, where: Path) -> dict:
             tokens[name] = token = hubs.start_server(hub, name)
             seen["listed"][name] = hubs.api(hub, "GET", f"/user/{name}/assignments?course_id={hubs.COURSE_ID}",
                                             token=token)
-            student_call(hub, name, token, "fetch")
+            hubs.assignment_action(hub, name, token, "fetch", ASSIGNMENT)
             for nb in notebooks:
-                put_notebook(hub, name, token, f"{ASSIGNMENT}/{ASSIGNMENT}.ipynb", nb)
-                student_call(hub, name, token, "submit")
+                path = f"{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
+                hubs.save_notebook(hub, name, token, path, json.loads(nbformat.writes(nb)))
+                hubs.assignment_action(hub, name, token, "submit", ASSIGNMENT)
         fetched = Path(pwd.getpwnam(HONEST).pw_dir) / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
         seen["fetched is the student's"] = fetched.exists() and fetched.stat().st_uid == pwd.getpwnam(HONEST).pw_uid
         seen["report"] = plmcourse_grade(course, "all", ASSIGNMENT, "--exchange", str(hub.exchange))
         seen["scores"] = {name: total for name, (total, _, _) in gradebook_scores(course, ASSIGNMENT).items()}
-        seen["feedback"] = {name: fetch_feedback(hub, name, token) for name, token in tokens.items()}
+        seen["feedback"] = {name: hubs.feedback_pages(hub, name, token, ASSIGNMENT) for name, token in tokens.items()}
         folder = hub.exchange / hubs.COURSE_ID
         seen["another lists"] = {part: run_as(WRONG, "ls", str(folder / part)).returncode == 0
                                  for part in ("inbound", "feedback")}
@@ -143,19 +130,6 @@ def run_the_class(tmp_path_factory, where: Path) -> dict:
         hubs.stop(process)
         hubs.remove_accounts([INSTRUCTOR, *STUDENTS])
     return seen
-
-
-def fetch_feedback(hub, name, token):
-    """What JupyterLab's "Fetch Feedback" gets a student: the text of each feedback page."""
-    student_call(hub, name, token, "fetch_feedback")
-    listing = hubs.api(hub, "GET", f"/user/{name}/api/contents/{ASSIGNMENT}/feedback", token=token)
-    pages = []
-    for stamp in listing["content"]:
-        for item in hubs.api(hub, "GET", f"/user/{name}/api/contents/{quote(stamp['path'])}", token=token)["content"]:
-            if item["name"].endswith(".html"):
-                pages.append(hubs.api(hub, "GET", f"/user/{name}/api/contents/{quote(item['path'])}"
-                                                  "?type=file&format=text", token=token)["content"])
-    return pages
 
 
 @pytest.fixture(scope="module")

@@ -196,7 +196,8 @@ def collect_exchange(course: Path, assignment: str, exchange: Path) -> CollectRe
                                         "'-', not first '.' or '-'); not graded, the submission stays in the "
                                         "exchange")
             continue
-        problem = check_submission(folder / notebook_name, expected) if folder.is_dir() else "nbgrader collected nothing"
+        problem = (check_submission(folder / notebook_name, expected) if folder.is_dir()
+                   else "nbgrader collect filed nothing for this student")
         if problem:
             report.problems[student] = problem
             continue
