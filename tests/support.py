@@ -171,32 +171,39 @@ class GradedClass:
 CLASS_MODULES = ("test_grading_catalogue", "test_grading_attacks", "test_grading_hostile_kernel")
 
 
-def graded_class(tmp_path_factory) -> GradedClass:
-    """The shared graded class, built once per run by whichever worker asks first (see the module's doc)."""
-    import importlib
-
-    root = shared_folder(tmp_path_factory) / "graded-class"
+def once_per_run(tmp_path_factory, name: str, build) -> tuple[Path, dict]:
+    """`build(folder)`, which returns what it saw as a JSON-able dict, run once per test run by whichever
+    pytest-xdist worker asks first (the others wait on its lock); (the folder, what it saw) for every caller."""
+    root = shared_folder(tmp_path_factory) / name
     with locked(root.with_suffix(".lock")):
         saved = root / "run.json"
         if not saved.exists():
             shutil.rmtree(root, ignore_errors=True)
             root.mkdir(parents=True)
-            course = scratch_course(tmp_path_factory, root, "03_attention", "00_welcome")
-            # The export inside the course, where an instructor may well unpack it: the planted links of
-            # tests/test_grading_attacks.py reach the course's files from there.
-            export = course / "downloads" / "03_attention-submissions"
-            export.mkdir(parents=True)
-            students = [name for module in CLASS_MODULES
-                        for name in importlib.import_module(module).into_class(export)]
-            tmp = root / "tmp"  # the grader's scratch folders, ours to look at afterwards
-            tmp.mkdir()
-            start = time.perf_counter()
-            graded = run_grade(course, "all", "03_attention", str(export), TMPDIR=str(tmp),
-                               GRADER_SECRET_TOKEN=GRADER_SECRET)
-            done = {"report": graded.stdout + graded.stderr, "returncode": graded.returncode,
-                    "seconds": time.perf_counter() - start, "students": students}
-            saved.write_text(json.dumps(done))
-    return GradedClass(root, json.loads(saved.read_text()))
+            saved.write_text(json.dumps(build(root)))
+    return root, json.loads(saved.read_text())
+
+
+def graded_class(tmp_path_factory) -> GradedClass:
+    """The shared graded class, built once per run by whichever worker asks first (see the module's doc)."""
+    import importlib
+
+    def build(root):
+        course = scratch_course(tmp_path_factory, root, "03_attention", "00_welcome")
+        # The export inside the course, where an instructor may well unpack it: the planted links of
+        # tests/test_grading_attacks.py reach the course's files from there.
+        export = course / "downloads" / "03_attention-submissions"
+        export.mkdir(parents=True)
+        students = [name for module in CLASS_MODULES for name in importlib.import_module(module).into_class(export)]
+        tmp = root / "tmp"  # the grader's scratch folders, ours to look at afterwards
+        tmp.mkdir()
+        start = time.perf_counter()
+        graded = run_grade(course, "all", "03_attention", str(export), TMPDIR=str(tmp),
+                           GRADER_SECRET_TOKEN=GRADER_SECRET)
+        return {"report": graded.stdout + graded.stderr, "returncode": graded.returncode,
+                "seconds": time.perf_counter() - start, "students": students}
+
+    return GradedClass(*once_per_run(tmp_path_factory, "graded-class", build))
 
 
 # An instructor's secret in the grader's environment: tests/test_grading_attacks.py looks for it everywhere.

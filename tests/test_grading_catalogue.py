@@ -22,7 +22,7 @@ import pytest
 from conftest import COURSE
 from plmcourse.autograde import review
 from support import (
-    ASSIGNMENT, BROKEN_SOFTMAX, CLASS_MARKS, FULL, answers, graded_class, plmcourse_grade, scores, solved,
+    ASSIGNMENT, BROKEN_SOFTMAX, CLASS_MARKS, FULL, POINTS, answers, graded_class, plmcourse_grade, scores, solved,
     strip_all, unexpected_stderr, with_cell,
 )
 
@@ -279,3 +279,52 @@ def test_a_failed_hidden_case_shows_its_values_in_the_comment_not_in_the_kernel(
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
         comment = gradebook.find_comment("causal_mask", ASSIGNMENT, ASSIGNMENT, student).comment
     assert "check_causal_mask failed on case" in comment and "expected" in comment
+
+
+# ----------------------------------------------------------------------------
+# The class report (`plmcourse grade report`, part of `grade all`): what it counts is what the gradebook holds
+
+
+def test_the_class_report_counts_what_the_gradebook_holds(graded):
+    course, _, got = graded
+    with open(course / "reports" / f"{ASSIGNMENT}.csv", newline="", encoding="utf-8") as f:
+        table = {row["exercise"]: row for row in csv.DictReader(f)}
+    assert set(table) == set(POINTS)
+    for name, points in POINTS.items():
+        row, scored = table[name], [by_exercise[name] for by_exercise in got.values()]
+        assert (int(row["graded"]), int(row["full marks"]), int(row["zero"])) == (
+            len(scored), sum(s == points for s in scored), sum(s == 0 for s in scored)), row
+        # Every score below full has the judge's sentence, counted once, unless the answer was never touched.
+        counted = sum(int(part.split(" x ", 1)[0]) for part in row["most common mistakes"].split(" | ") if part)
+        below = sum(s < points for s in scored) - int(row["left as handed out"])
+        assert counted <= below and (counted == below or len(row["most common mistakes"].split(" | ")) == 5), row
+
+
+def test_the_class_report_page_is_inert(graded):
+    """Students' sentences and names are in it (the hostile kernels' among them): only the page's own tags."""
+    from html.parser import HTMLParser
+
+    tags = set()
+
+    class Tags(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            tags.add(tag)
+            assert all(not name.startswith("on") for name, _ in attrs), attrs
+            assert all(name != "src" or value.startswith("data:image/png;base64,") for name, value in attrs)
+
+    page = (graded[0] / "reports" / f"{ASSIGNMENT}.html").read_text(encoding="utf-8")
+    Tags().feed(page)
+    assert tags <= {"html", "head", "meta", "title", "style", "body", "h1", "h2", "p", "b", "code", "section",
+                    "img", "table", "tr", "th", "td"}, tags
+    assert page.count("<img ") == len(POINTS)
+
+
+def test_a_mistake_is_the_same_whatever_the_case_and_numbers():
+    from plmcourse.autograde.class_report import mistake_of
+
+    one = "check_softmax failed on case 3 of 12 (x of shape (2, 3), axis=-1 (the last)): rows sum to 1.37, not 1"
+    two = "check_softmax failed on case 7 of 12 (x of shape (5,)): rows sum to 0.5, not 1"
+    assert mistake_of(one) == mistake_of(two) == "check_softmax: rows sum to #, not #"
+    assert mistake_of("softmax never reached the grader") == "softmax never reached the grader"
+    # As the gradebook's comment holds it (review.comment_safe): the plain sentence again.
+    assert mistake_of(r"check_x failed on case 1 of 2 (n=3): at \[0, 1\] got &lt;NA&gt;") == "check_x: at [#, #] got <NA&gt;"

@@ -28,8 +28,8 @@ import pytest
 
 from plmcourse import hub as hubs
 from plmcourse.autograde import sandbox
-from support import (ASSIGNMENT, BROKEN_SOFTMAX, FULL, ROOT, gradebook_scores, locked, plmcourse_grade, scratch_course,
-                     shared_folder, solved)
+from support import (ASSIGNMENT, BROKEN_SOFTMAX, FULL, ROOT, gradebook_scores, once_per_run, plmcourse_grade,
+                     scratch_course, solved)
 
 HUB_DIR = ROOT / ".hub"
 pytestmark = [
@@ -134,24 +134,18 @@ def run_the_class(tmp_path_factory, where: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    """The class, run once per test run by whichever pytest-xdist worker asks first (the accounts are the
-    machine's, one set at a time); every test reads what it saw."""
-    root = shared_folder(tmp_path_factory) / "hub-class"
-    with locked(root.with_suffix(".lock")):
-        saved = root / "seen.json"
-        if not saved.exists():
-            shutil.rmtree(root, ignore_errors=True)
-            root.mkdir(parents=True)
-            # Every account's server must reach the exchange: the folders above it are open to all (pytest's
-            # are not).
-            where = Path(tempfile.mkdtemp(prefix="plmcourse-hub-", dir="/tmp"))
-            os.chmod(where, 0o755)
-            try:
-                seen = run_the_class(tmp_path_factory, where)
-            finally:
-                shutil.rmtree(where, ignore_errors=True)
-            saved.write_text(json.dumps(seen))
-    return json.loads(saved.read_text())
+    """The class, run once per test run (the accounts are the machine's, one set at a time); every test reads
+    what it saw."""
+    def build(_):
+        # Every account's server must reach the exchange: the folders above it are open to all (pytest's are not).
+        where = Path(tempfile.mkdtemp(prefix="plmcourse-hub-", dir="/tmp"))
+        os.chmod(where, 0o755)
+        try:
+            return run_the_class(tmp_path_factory, where)
+        finally:
+            shutil.rmtree(where, ignore_errors=True)
+
+    return once_per_run(tmp_path_factory, "hub-class", build)[1]
 
 
 def test_each_student_fetched_the_released_notebook(graded):
