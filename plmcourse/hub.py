@@ -292,7 +292,8 @@ def main(argv: list[str] | None = None) -> int:
         print("hub: the accounts existed already and keep their passwords")
     print(f"hub: the instructor's course is {course}; release an assignment there with "
           f"`nbgrader release_assignment NAME`, grade with `plmcourse grade all NAME --exchange {args.exchange}`")
-    print("hub: Ctrl-C stops the hub (the accounts stay)")
+    print("hub: Ctrl-C (or SIGTERM) stops the hub; the accounts stay")
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C: a service manager stops it so
     try:
         process.wait()
     except KeyboardInterrupt:
