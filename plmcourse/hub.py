@@ -33,7 +33,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-COURSE_ID = "plmcourse"  # as course/nbgrader_config.py names it
+COURSE_ID = "plmcourse"  # course/nbgrader_config.py's CourseDirectory.course_id: the exchange's folder
 STUDENT_SERVER_OFF = ("formgrader", "course_list")  # nbgrader's server parts a student's server goes without
 STUDENT_LAB_OFF = ("formgrader", "course-list", "create-assignment")  # and its JupyterLab plugins
 

@@ -24,8 +24,10 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -37,15 +39,13 @@ from plmcourse.autograde import cleanup, inert, review, sandbox
 from plmcourse.autograde.evidence import Flag
 from plmcourse.autograde.judge import Judge, apply_verdicts
 from plmcourse.autograde.demos import nbgrader_metadata
+from plmcourse.hub import COURSE_ID
 
 # "alice/03_attention.ipynb" or "alice_03_attention.ipynb" / "alice_1234_03_attention.ipynb":
 # the student id is the folder name, else the file name up to its first underscore.
 FILE_PATTERN = re.compile(r"^(?P<student>[A-Za-z0-9][A-Za-z0-9.-]*)_.+\.ipynb$")
 # A student id the course files (a folder name): a Unix account may begin with "_", never "." or "-".
 STUDENT_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
-
-
-COURSE_ID = "plmcourse"  # course/nbgrader_config.py's CourseDirectory.course_id: the exchange's folder
 
 
 @dataclass
@@ -161,52 +161,106 @@ def exchange_env(exchange: Path | str | None) -> dict:
 
 
 def _inbound(exchange: Path, assignment: str) -> dict:
-    """student -> sorted times of their submissions of `assignment` in the exchange's inbound folder, each
-    named <student>+<assignment>+<time>+<random> by nbgrader submit."""
+    """student -> [(time, folder)] of their submissions of `assignment` in the exchange's inbound folder, sorted by
+    time; each folder is named <student>+<assignment>+<time>+<random>. The name is the student's word only: any
+    account may make a folder there."""
     found = {}
     for path in sorted((Path(exchange) / COURSE_ID / "inbound").glob(f"*+{assignment}+*")):
         parts = path.name.rsplit("+", 3)
         if len(parts) == 4 and parts[1] == assignment:
-            found.setdefault(parts[0], []).append(parts[2])
-    return {student: sorted(times) for student, times in found.items()}
+            found.setdefault(parts[0], []).append((parts[2], path))
+    return {student: sorted(entries) for student, entries in found.items()}
+
+
+def _owner(path: Path) -> str:
+    """The account that owns `path` itself (a link is not followed), or "an unknown account"."""
+    import pwd
+
+    try:
+        return pwd.getpwuid(path.lstat().st_uid).pw_name
+    except (KeyError, OSError):
+        return "an unknown account"
+
+
+def _copy_plain_files(source: Path, target: Path) -> list[str]:
+    """Copy the regular files at the top of `source` into `target`, each opened without following a link, with
+    one name and at most MAX_GRADED_FILE bytes; the names of what was left out (links, hard links, folders,
+    anything else, files too big)."""
+    target.mkdir(parents=True)
+    left_out = []
+    for path in sorted(source.iterdir()):
+        try:
+            handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+        except OSError:  # a link (O_NOFOLLOW), or gone
+            left_out.append(_describe(path))
+            continue
+        with open(handle, "rb") as f:
+            found = os.fstat(f.fileno())
+            # A second name for one file (a hard link) may be one the student could not have written.
+            if not stat.S_ISREG(found.st_mode) or found.st_nlink > 1 or found.st_size > MAX_GRADED_FILE:
+                left_out.append(_describe(path))
+                continue
+            (target / path.name).write_bytes(f.read())
+    return left_out
 
 
 def collect_exchange(course: Path, assignment: str, exchange: Path) -> CollectReport:
-    """nbgrader collect from the exchange into course/submitted/ (each student's latest submission), then the
-    same checks as a folder's collect: a student id the course cannot file, or a notebook that is not this
-    assignment's, is reported in one sentence and not graded. Resubmissions and late ones get a line each."""
+    """Each student's latest submission from the exchange into course/submitted/, then the same checks as a folder's
+    collect; one sentence for each student not collected, a line for each resubmission and late one.
+
+    nbgrader collect does the filing, but from a vetted copy of the inbound folder: there, a folder counts as a
+    student's only if that student's account owns it (nbgrader only warns when another account made it, so one
+    student could replace another's submission), and only its plain files travel (nbgrader's copy follows links,
+    and it runs as the instructor: a link in a submission could bring the course's solutions or another student's
+    files). Earlier submissions stay in the exchange."""
     course = Path(course).resolve()
     expected = assignment_grade_ids(course, assignment)
     if not expected:
         raise ValueError(f"course/source/{assignment}/ has no autograded notebook; check the assignment name")
-    inbound = _inbound(exchange, assignment)
-    done = run_nbgrader(course, "collect", assignment, "--update", env=exchange_env(exchange))
     report = CollectReport()
+    notebook_name = next((course / "source" / assignment).glob("*.ipynb")).name
+    due = _due_date(course, assignment)
+    latest = {}
+    with tempfile.TemporaryDirectory(prefix="plmcourse-exchange-") as scratch:
+        inbound = Path(scratch) / COURSE_ID / "inbound"
+        inbound.mkdir(parents=True)
+        for student, entries in sorted(_inbound(exchange, assignment).items()):
+            if not STUDENT_ID.match(student):
+                report.problems[student] = ("its student id is not one the course files (letters, digits, '.', '_' "
+                                            "and '-', not first '.' or '-'); not graded, the submission stays in the "
+                                            "exchange")
+                continue
+            theirs = [(time, path) for time, path in entries if path.is_dir() and not path.is_symlink()
+                      and _owner(path) == student]
+            forged = sorted({_owner(path) for _, path in entries} - {student})
+            if forged:
+                report.notes.append(f"{student}: left out {len(entries) - len(theirs)} submission(s) in that name made "
+                                    f"by {', '.join(forged)}, not by {student}")
+            if not theirs:
+                report.problems[student] = "no submission in the exchange was made by this student's own account"
+                continue
+            latest[student], path = theirs[-1]
+            left_out = _copy_plain_files(path, inbound / path.name)
+            if left_out:
+                report.notes.append(f"{student}: left out of the submission what is not a plain file: "
+                                    f"{', '.join(left_out)}")
+            if len(theirs) > 1:
+                report.notes.append(f"{student}: {len(theirs)} submissions; the latest ({latest[student]}) is graded, "
+                                    f"the earlier stay in the exchange")
+        done = run_nbgrader(course, "collect", assignment, "--update", env=exchange_env(scratch))
     if done.returncode:
         report.problems["the exchange"] = f"nbgrader collect failed: {_last_line(done.stderr or done.stdout)}"
         return report
-    notebook_name = next((course / "source" / assignment).glob("*.ipynb")).name
-    due = _due_date(course, assignment)
-    for student, times in sorted(inbound.items()):
+    for student, when in sorted(latest.items()):
         folder = course / "submitted" / student / assignment
-        if not STUDENT_ID.match(student):
-            if (course / "submitted" / student).exists() or (course / "submitted" / student).is_symlink():
-                _remove(course / "submitted" / student)
-            report.problems[student] = ("its student id is not one the course files (letters, digits, '.', '_' and "
-                                        "'-', not first '.' or '-'); not graded, the submission stays in the "
-                                        "exchange")
-            continue
         problem = (check_submission(folder / notebook_name, expected) if folder.is_dir()
                    else "nbgrader collect filed nothing for this student")
         if problem:
             report.problems[student] = problem
             continue
         report.collected[student] = folder / notebook_name
-        if len(times) > 1:
-            report.notes.append(f"{student}: {len(times)} submissions; the latest ({times[-1]}) is graded, the "
-                                f"earlier stay in the exchange")
-        if due and times[-1] > due:
-            report.notes.append(f"{student}: submitted {times[-1]}, after the due date {due} (nbgrader's late "
+        if due and when > due:
+            report.notes.append(f"{student}: submitted {when}, after the due date {due} (nbgrader's late "
                                 f"policy applies)")
     return report
 
