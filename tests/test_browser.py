@@ -29,23 +29,14 @@ import nbformat
 import pytest
 
 from conftest import COURSE
-from support import TOKEN, free_port, jupyter_server, server_args, venv_env
+from support import NO_BROWSER, TOKEN, chromium, free_port, jupyter_server, server_args, venv_env, wait
 
-CHROMIUM = next(filter(None, map(shutil.which, ["chromium", "chromium-browser", "google-chrome"])), None)
-CHROMEDRIVER = shutil.which("chromedriver")
-_MISSING = {name: how for name, how, found in [
-    ("selenium", "pip install selenium", importlib.util.find_spec("selenium")),
-    ("chromium", "apt-get install chromium", CHROMIUM),
-    ("chromedriver", "apt-get install chromium-driver", CHROMEDRIVER)] if not found}
-if _MISSING:
-    pytest.skip(f"the browser test needs {' and '.join(_MISSING)}, which are missing "
-                f"({'; '.join(_MISSING.values())})", allow_module_level=True)
+if NO_BROWSER:
+    pytest.skip(NO_BROWSER, allow_module_level=True)
 
-from selenium import webdriver  # noqa: E402
-from selenium.common.exceptions import TimeoutException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
-from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+from selenium.webdriver.support.ui import Select  # noqa: E402
 
 pytestmark = pytest.mark.notebook
 
@@ -151,26 +142,12 @@ def lab(served, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser(lab, tmp_path_factory):
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ["--headless=new", "--window-size=1400,1100", "--disable-dev-shm-usage", "--disable-gpu",
-                "--no-first-run", "--disable-extensions", "--disable-background-networking",
-                f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"]:
-        options.add_argument(arg)
-    if os.geteuid() == 0:
-        options.add_argument("--no-sandbox")  # Chromium refuses to run as root with its sandbox
     # Leaving a notebook with unsaved outputs may ask "leave site?": answer yes, as a student would.
-    options.unhandled_prompt_behavior = "accept"
-    service = webdriver.ChromeService(executable_path=CHROMEDRIVER)  # named: Selenium Manager stays offline
-    driver = webdriver.Chrome(options=options, service=service)
-    driver.failure_shots = tmp_path_factory.mktemp("failure-shots")  # see wait()
-    try:
+    with chromium(tmp_path_factory.mktemp("chromium"), prompts="accept") as driver:
         driver.get(f"{lab}/lab?token={TOKEN}")  # logs in: the server sets a cookie
         wait(driver, PAGE_SECONDS, "JupyterLab's main window to load",
              lambda d: d.find_elements(By.CSS_SELECTOR, "#jp-main-dock-panel"))
         yield driver
-    finally:
-        driver.quit()
 
 
 @pytest.fixture(autouse=True)
@@ -187,17 +164,6 @@ def no_kernels_left(lab):
 
 
 # ---------------------------------------------------------------- helpers
-
-
-def wait(driver, seconds: float, expected: str, condition):
-    """Wait until `condition(driver)` is truthy and return it; on timeout, fail saying what was expected."""
-    try:
-        return WebDriverWait(driver, seconds, poll_frequency=0.25).until(condition)
-    except TimeoutException:
-        shot = driver.failure_shots / f"timeout-{len(list(driver.failure_shots.iterdir())) + 1}.png"
-        driver.save_screenshot(str(shot))
-        raise AssertionError(f"expected {expected} within {seconds:.0f} s; it did not happen "
-                             f"(the page then: {shot})") from None
 
 
 def js(driver, script: str, *args):

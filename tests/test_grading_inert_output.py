@@ -23,11 +23,8 @@ browser test checks that the TeX is on the page, not that it was typeset.
 
 import base64
 import html
-import importlib.util
 import json
-import os
 import re
-import shutil
 import sys
 import time
 from collections import Counter
@@ -39,6 +36,7 @@ import pytest
 from nbconvert import HTMLExporter
 
 from plmcourse.autograde import inert, sandbox
+from support import NO_BROWSER, chromium
 
 # ----------------------------------------------------------------------------
 # An independent reader of what a browser could run on a page
@@ -466,16 +464,9 @@ def test_the_course_config_sanitises_feedback_and_honest_output_still_renders():
 # ----------------------------------------------------------------------------
 # 2. Graded for real, opened in a real browser: the feedback page and the formgrader
 
-CHROMIUM = next(filter(None, map(shutil.which, ["chromium", "chromium-browser", "google-chrome"])), None)
-CHROMEDRIVER = shutil.which("chromedriver")
-BROWSER_MISSING = [name for name, found in [("selenium (pip install selenium)", importlib.util.find_spec("selenium")),
-                                            ("chromium (apt-get install chromium)", CHROMIUM),
-                                            ("chromedriver (apt-get install chromium-driver)", CHROMEDRIVER)]
-                   if not found]
 GRADED = [pytest.mark.nbgrader, pytest.mark.skipif(sandbox.available() is not None,
                                                    reason=f"grading needs the sandbox: {sandbox.available()}")]
-IN_BROWSER = GRADED + [pytest.mark.skipif(bool(BROWSER_MISSING),
-                                          reason=f"the browser test needs {' and '.join(BROWSER_MISSING)}")]
+IN_BROWSER = GRADED + [pytest.mark.skipif(bool(NO_BROWSER), reason=NO_BROWSER)]
 
 PLANTED_MARKDOWN = "\n\n".join([
     "## What I planted",
@@ -559,25 +550,9 @@ def graded(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    from selenium import webdriver
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    # No host name resolves: the test stays offline, and a page's CDN scripts fail at once.
-    for arg in ["--headless=new", "--window-size=1200,900", "--disable-dev-shm-usage", "--disable-gpu",
-                "--no-first-run", "--disable-extensions", "--disable-background-networking",
-                "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-                f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"]:
-        options.add_argument(arg)
-    if os.geteuid() == 0:
-        options.add_argument("--no-sandbox")  # Chromium refuses to run as root with its sandbox
-    options.unhandled_prompt_behavior = "ignore"   # a planted alert() stays open for the test to see
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=CHROMEDRIVER))
-    driver.set_page_load_timeout(60)
-    try:
+    # No host name resolves (offline, and a page's CDN scripts fail at once); a planted alert() stays open.
+    with chromium(tmp_path_factory.mktemp("chromium"), size="1200,900", prompts="ignore", offline=True) as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 @pytest.fixture(scope="module")
