@@ -26,8 +26,9 @@ DUE = datetime.datetime(2026, 3, 1, 12, 0, 0)
 HOUR = datetime.timedelta(hours=1)
 
 
-def hand_in(exchange, student, when, nb, owner=None, link_to=None):
-    """A folder in the inbound as `owner`'s nbgrader submit leaves it (the student's own account by default)."""
+def hand_in(exchange, student, when, nb, owner=None, link_to=None, notebook_by=None):
+    """A folder in the inbound as `owner`'s nbgrader submit leaves it (the student's own account by default);
+    `notebook_by`: the account that put the notebook there instead (nbgrader leaves the folder writable by all)."""
     stamp = when.strftime("%Y-%m-%d %H:%M:%S.%f") + " UTC"
     folder = exchange / "plmcourse" / "inbound" / f"{student}+{ASSIGNMENT}+{stamp}+a1b2c3"
     folder.mkdir(parents=True)
@@ -40,6 +41,9 @@ def hand_in(exchange, student, when, nb, owner=None, link_to=None):
     account = pwd.getpwnam(owner or student)
     for path in [folder, *folder.iterdir()]:
         os.lchown(path, account.pw_uid, account.pw_gid)
+    if notebook_by:
+        other = pwd.getpwnam(notebook_by)
+        os.lchown(folder / f"{ASSIGNMENT}.ipynb", other.pw_uid, other.pw_gid)
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +60,7 @@ def collected(tmp_path_factory):
     hand_in(exchange, "sys", DUE - HOUR, nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
         "x = 1", metadata={"nbgrader": {"grade_id": "test_other", "grade": True, "points": 1}})]))
     hand_in(exchange, "games", DUE - HOUR, None, link_to=COURSE / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")
+    hand_in(exchange, "sync", DUE - HOUR, solved(), notebook_by="nobody")  # a classmate replaced the notebook
     hand_in(exchange, ".hidden", DUE - HOUR, solved(), owner="root")
     hand_in(exchange, "..", DUE - HOUR, solved(), owner="root")  # "the student .." would be the course itself
     report = workflow.collect_exchange(course, ASSIGNMENT, exchange)
@@ -81,7 +86,7 @@ def test_a_resubmission_a_late_one_and_a_forged_one_get_a_line_each(collected):
 
 def test_a_link_in_a_submission_is_not_followed(collected):
     course, report, text = collected
-    assert "games: left out of the submission what is not a plain file: 03_attention.ipynb (a link)" in text, text
+    assert "games: left out of the submission what is not a plain file of theirs: 03_attention.ipynb (a link)" in text
     assert "games" not in report.collected
     assert not (course / "submitted" / "games" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").exists()
 
@@ -102,3 +107,11 @@ def test_the_preparation_keeps_the_exchange_s_notes_and_sets_the_rest_aside(coll
     workflow.prepare_submissions(course, ASSIGNMENT, "bin")
     assert sorted(p.name for p in folder.iterdir()) == [f"{ASSIGNMENT}.ipynb", "submission_secret.txt",
                                                         "timestamp.txt"]
+
+
+def test_a_file_another_account_put_in_a_student_s_folder_is_left_out(collected):
+    course, report, text = collected
+    assert "sync: left out of the submission what is not a plain file of theirs: 03_attention.ipynb (made by nobody)" \
+        in text, text
+    assert "sync" not in report.collected and "sync" in report.problems
+    assert not (course / "submitted" / "sync" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").exists()

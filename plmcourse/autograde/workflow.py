@@ -182,10 +182,12 @@ def _owner(path: Path) -> str:
         return "an unknown account"
 
 
-def _copy_plain_files(source: Path, target: Path) -> list[str]:
+def _copy_plain_files(source: Path, target: Path, owner: int) -> list[str]:
     """Copy the regular files at the top of `source` into `target`, each opened without following a link, with
-    one name and at most MAX_GRADED_FILE bytes; the names of what was left out (links, hard links, folders,
-    anything else, files too big)."""
+    one name, at most MAX_GRADED_FILE bytes and made by the account `owner` (a uid); the names of what was left out
+    (links, hard links, folders, anything else, files too big, files another account made)."""
+    import pwd
+
     target.mkdir(parents=True)
     left_out = []
     for path in sorted(source.iterdir()):
@@ -200,6 +202,15 @@ def _copy_plain_files(source: Path, target: Path) -> list[str]:
             if not stat.S_ISREG(found.st_mode) or found.st_nlink > 1 or found.st_size > MAX_GRADED_FILE:
                 left_out.append(_describe(path))
                 continue
+            # nbgrader submit leaves the submission's folder writable by all (for the instructor's clean-up): a
+            # classmate who learns its name could put a file there, or replace one.
+            if found.st_uid != owner:
+                try:
+                    maker = pwd.getpwuid(found.st_uid).pw_name
+                except KeyError:
+                    maker = f"uid {found.st_uid}"
+                left_out.append(f"{path.name} (made by {maker})")
+                continue
             (target / path.name).write_bytes(f.read())
     return left_out
 
@@ -210,9 +221,9 @@ def collect_exchange(course: Path, assignment: str, exchange: Path) -> CollectRe
 
     nbgrader collect does the filing, but from a vetted copy of the inbound folder: there, a folder counts as a
     student's only if that student's account owns it (nbgrader only warns when another account made it, so one
-    student could replace another's submission), and only its plain files travel (nbgrader's copy follows links,
-    and it runs as the instructor: a link in a submission could bring the course's solutions or another student's
-    files). Earlier submissions stay in the exchange."""
+    student could replace another's submission), and only its plain files that account made travel (nbgrader's
+    copy follows links, and it runs as the instructor: a link in a submission could bring the course's solutions or
+    another student's files; and nbgrader leaves a submission's folder writable by all). Earlier submissions stay in the exchange."""
     course = Path(course).resolve()
     expected = assignment_grade_ids(course, assignment)
     if not expected:
@@ -240,9 +251,9 @@ def collect_exchange(course: Path, assignment: str, exchange: Path) -> CollectRe
                 report.problems[student] = "no submission in the exchange was made by this student's own account"
                 continue
             latest[student], path = theirs[-1]
-            left_out = _copy_plain_files(path, inbound / path.name)
+            left_out = _copy_plain_files(path, inbound / path.name, path.lstat().st_uid)
             if left_out:
-                report.notes.append(f"{student}: left out of the submission what is not a plain file: "
+                report.notes.append(f"{student}: left out of the submission what is not a plain file of theirs: "
                                     f"{', '.join(left_out)}")
             if len(theirs) > 1:
                 report.notes.append(f"{student}: {len(theirs)} submissions; the latest ({latest[student]}) is graded, "
