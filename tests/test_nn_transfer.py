@@ -78,6 +78,31 @@ def test_finetune_follows_the_rates_frozen_groups_do_not_move():
     assert not torch.equal(before["bert.pooler.weight"], after["bert.pooler.weight"])
 
 
+def test_finetune_applies_each_rate_to_the_group_it_names_whatever_the_dict_s_order():
+    """A schedule built bottom-up ({"embeddings": ..., ..., "head": ...}) is as right as one built top-down: the
+    head alone trains either way (applied by position, the head was frozen and the embeddings trained)."""
+    def bottom_up(step):
+        return dict(reversed(list(ref.unfreezing_groups(2, step, 100, 1e-2, 0.5).items())))
+
+    for order in (bottom_up, lambda step: ref.unfreezing_groups(2, step, 100, 1e-2, 0.5)):
+        torch.manual_seed(0)
+        classifier = BertForSequenceClassification(Bert(tr.tiny_config(30, 8)), 2, dropout=0.0)
+        before = {k: v.clone() for k, v in classifier.state_dict().items()}
+        ids, labels = torch.randint(4, 30, (16, 8)), torch.randint(0, 2, (16,))
+        tr.finetune(classifier, ids, torch.ones_like(ids, dtype=torch.bool), labels, steps=3, rates=order)
+        after = classifier.state_dict()
+        assert torch.equal(before["bert.embeddings.token.weight"], after["bert.embeddings.token.weight"])
+        assert not torch.equal(before["classifier.weight"], after["classifier.weight"])
+
+
+def test_finetune_names_a_group_the_rates_leave_out():
+    classifier = BertForSequenceClassification(Bert(tr.tiny_config(30, 8)), 2, dropout=0.0)
+    ids = torch.randint(4, 30, (4, 8))
+    with pytest.raises(ValueError, match=r"the rates for step 0 name no rate for 'embeddings'"):
+        tr.finetune(classifier, ids, torch.ones_like(ids, dtype=torch.bool), torch.zeros(4, dtype=torch.long),
+                    steps=1, rates=lambda step: {"head": 1e-2, "layer.1": 0.0, "layer.0": 0.0})
+
+
 def test_word_vectors_average_each_words_hidden_states():
     torch.manual_seed(0)
     bert = Bert(tr.tiny_config(20, 6))

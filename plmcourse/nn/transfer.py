@@ -139,8 +139,7 @@ def finetune(classifier, ids, mask, labels, steps=150, lr=2e-3, seed=0, batch_si
 
     def get_batch(step):
         if rates is not None:
-            for group, value in zip(optimizer.param_groups, rates(step).values()):
-                group["lr"] = value
+            set_rates(optimizer, rates(step), step)
         return [torch.as_tensor(rng.integers(0, len(t[1]), batch_size), device=device) for t in tasks]
 
     def loss_fn(model, batch):
@@ -153,14 +152,25 @@ def finetune(classifier, ids, mask, labels, steps=150, lr=2e-3, seed=0, batch_si
         warmup = None
     else:
         groups = parameter_groups(classifier)
-        optimizer = torch.optim.AdamW([{"params": groups[name], "lr": 0.0} for name in groups], lr=lr,
-                                      weight_decay=0.0)
-        if extra:
-            optimizer.add_param_group({"params": list(extra[0].classifier.parameters()), "lr": lr})
+        optimizer = torch.optim.AdamW([{"params": groups[name], "lr": 0.0, "name": name} for name in groups],
+                                      lr=lr, weight_decay=0.0)
+        if extra:  # the second task's head trains at the first head's rate
+            optimizer.add_param_group({"params": list(extra[0].classifier.parameters()), "lr": 0.0, "name": "head"})
         warmup = 0
     # With rates, get_batch sets every group's rate before each step (train's schedule is overridden).
     train(model, get_batch, loss_fn, steps=steps, lr=lr, optimizer=optimizer, progress=False, warmup=warmup)
     return classifier.eval()
+
+
+def set_rates(optimizer, rates, step):
+    """Each parameter group's rate from `rates` ({group name: rate}), by name: the dict's order does not matter.
+    A group with no rate is an error that names it."""
+    missing = sorted({group["name"] for group in optimizer.param_groups} - set(rates))
+    if missing:
+        raise ValueError(f"the rates for step {step} name no rate for {', '.join(map(repr, missing))} "
+                         f"(they name {', '.join(map(repr, rates))})")
+    for group in optimizer.param_groups:
+        group["lr"] = float(rates[group["name"]])
 
 
 def _logits(classifier, ids, mask, layer=None):
