@@ -26,7 +26,13 @@ N_TASKS = [3, 9, 36]
 REPORT = """
 import json as _json
 print(_json.dumps({"sft": sft_accuracy, "short": float(np.mean(start == 2)), "reward model": rm_accuracy,
-                   "dpo": {str(b): r for b, r in dpo_results.items()}}))
+                   "dpo": {str(b): r for b, r in dpo_results.items()},
+                   "dpo seconds": {str(b): t for b, t in dpo_seconds.items()}, "ppo": ppo_result,
+                   "ppo score": {"first step": ppo_steps[0]["score"],
+                                 "last 5 steps": float(np.mean([r["score"] for r in ppo_steps[-5:]]))},
+                   "ppo kl": ppo_steps[-1]["kl"], "ppo seconds": ppo_steps[-1]["seconds"],
+                   "chatty": chatty, "reward model prefers long": prefers_long,
+                   "reward weights": [float(v) for v in rm_for_ppo]}))
 """
 
 
@@ -120,6 +126,22 @@ def rows(payload):
                         "held-out tasks": _spread([r["held-out correct"] for r in runs]),
                         "log-ratio chosen": _range([r["log-ratio chosen"] for r in runs]),
                         "log-ratio rejected": _range([r["log-ratio rejected"] for r in runs])})
+        runs = [r.get("ppo") for r in reports]
+        if all(runs):
+            out.append({"measurement": "notebook: PPO, kl=0.1 (40 steps of 64)",
+                        "win rate": _spread([r["win rate"] for r in runs]),
+                        "short and correct": _spread([r["short and correct"] for r in runs]),
+                        "held-out tasks": _spread([r["held-out correct"] for r in runs]),
+                        "log-ratio chosen": _range([r["log-ratio chosen"] for r in runs]),
+                        "log-ratio rejected": _range([r["log-ratio rejected"] for r in runs]),
+                        "reward-model score, first step / last 5": " / ".join(
+                            _range([r["ppo score"][k] for r in reports]) for k in ("first step", "last 5 steps")),
+                        "seconds (PPO / DPO at beta=1)": f"{_range([r['ppo seconds'] for r in reports])} / "
+                                                         f"{_range([r['dpo seconds']['1.0'] for r in reports])}",
+                        "answers ending in the chatter (SFT / PPO)": " / ".join(
+                            _spread([r["chatty"][k] for r in reports]) for k in ("SFT", "PPO")),
+                        "reward model scores PPO's long form higher": _spread(
+                            [r["reward model prefers long"] for r in reports])})
         failed = {seed: r["failed assertions"] for seed, r in payload["notebooks"].items() if r["failed assertions"]}
         seconds = [r["seconds"] for r in payload["notebooks"].values()]
         out.append({"measurement": "notebook runs", "seeds": len(seconds),

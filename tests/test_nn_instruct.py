@@ -2,6 +2,7 @@
 
 import plmcourse  # noqa: F401  (first: sets OMP_WAIT_POLICY before numpy/torch load)
 
+import copy
 import math
 
 import numpy as np
@@ -130,6 +131,107 @@ def test_a_few_steps_of_each_loop_lower_their_loss():
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
 
+# ----------------------------------------------------------------------------
+# RLHF with PPO
+
+
+def _answer_mask(rows):
+    """answer_mask (B, T) from rows of 0/1 over token positions (token 0 is never an answer token)."""
+    return torch.tensor(rows, dtype=torch.bool)
+
+
+def test_gae_matches_hand_worked_advantages_and_ignores_what_is_not_answer():
+    # One answer on shifted positions 1..3 (position 0 is the prompt), a second on 0..1 with padding after it
+    # whose values must not leak into the last answer token's estimate.
+    mask = _answer_mask([[0, 0, 1, 1, 1], [0, 1, 1, 0, 0]])  # (2, 5): positions = mask[:, 1:]
+    rewards = torch.tensor([[0.0, 1.0, 0.0, 2.0], [1.0, 3.0, 0.0, 0.0]])
+    values = torch.tensor([[9.0, 0.5, 1.0, 0.5], [0.5, 1.0, 7.0, 7.0]])
+    half = nn_instruct.gae_advantages(rewards, values, mask, gamma=1.0, lam=0.5)
+    # row 0: delta_3 = 2 - 0.5 = 1.5; delta_2 = 0 + 0.5 - 1 = -0.5 -> -0.5 + 0.5 * 1.5 = 0.25;
+    #        delta_1 = 1 + 1 - 0.5 = 1.5 -> 1.5 + 0.5 * 0.25 = 1.625; position 0 is the prompt: 0.
+    # row 1: delta_1 = 3 - 1 = 2; delta_0 = 1 + 1 - 0.5 = 1.5 -> 1.5 + 0.5 * 2 = 2.5; padding: 0.
+    assert torch.allclose(half, torch.tensor([[0.0, 1.625, 0.25, 1.5], [2.5, 2.0, 0.0, 0.0]]))
+    # lam = 1: the reward still to come minus the value (Monte Carlo).
+    full = nn_instruct.gae_advantages(rewards, values, mask, gamma=1.0, lam=1.0)
+    assert torch.allclose(full, torch.tensor([[0.0, 2.5, 1.0, 1.5], [3.5, 2.0, 0.0, 0.0]]))
+    # lam = 0: one-step temporal differences.
+    one = nn_instruct.gae_advantages(rewards, values, mask, gamma=0.5, lam=0.0)
+    assert torch.allclose(one, torch.tensor([[0.0, 1.0, -0.75, 1.5], [1.0, 2.0, 0.0, 0.0]]))
+
+
+def test_ppo_rewards_put_the_kl_on_every_answer_token_and_the_score_on_the_last():
+    mask = _answer_mask([[0, 1, 1, 1, 0], [0, 0, 1, 0, 0]])
+    logps = torch.tensor([[-1.0, -2.0, -0.5, 0.0], [0.0, -1.0, 0.0, 0.0]])
+    ref = torch.tensor([[-1.5, -1.0, -0.5, 0.0], [0.0, -3.0, 0.0, 0.0]])
+    rewards = nn_instruct.ppo_rewards(torch.tensor([4.0, -2.0]), logps * mask[:, 1:], ref * mask[:, 1:], mask, 0.1)
+    assert torch.allclose(rewards, torch.tensor([[-0.05, 0.1, 4.0, 0.0], [0.0, -0.2 - 2.0, 0.0, 0.0]]))
+
+
+def test_ppo_policy_loss_clips_the_ratio_on_the_side_that_would_gain():
+    mask = _answer_mask([[0, 1, 1, 1]])
+    old = torch.zeros(1, 3)
+    logps = torch.tensor([[math.log(1.5), math.log(0.5), math.log(1.1)]], requires_grad=True)
+    advantages = torch.tensor([[1.0, -1.0, 2.0]])
+    loss = nn_instruct.ppo_policy_loss(logps, old, advantages, mask, clip=0.2)
+    # min(1.5 * 1, 1.2 * 1) = 1.2; min(0.5 * -1, 0.8 * -1) = -0.8; min(1.1 * 2, 1.1 * 2) = 2.2
+    assert math.isclose(loss.item(), -(1.2 - 0.8 + 2.2) / 3, rel_tol=1e-6)
+    loss.backward()
+    # Clipped tokens get no gradient; the unclipped one gets -ratio * A / 3.
+    assert torch.allclose(logps.grad, torch.tensor([[0.0, 0.0, -1.1 * 2 / 3]]), atol=1e-6)
+    # At ratio 1 (the first epoch) the loss is -mean A, and masked positions do not count.
+    same = nn_instruct.ppo_policy_loss(old, old, torch.tensor([[5.0, 1.0, 3.0]]), _answer_mask([[0, 0, 1, 1]]))
+    assert math.isclose(same.item(), -2.0)
+
+
+def test_sampled_answers_end_at_the_mark_follow_the_generator_and_score_as_logps():
+    tasks = data.task_split(0)[0][:3]
+    model = nn_instruct.instruction_gpt(0, CPU, d_model=32, n_layers=1)
+    nn_instruct.train_sft(model, tasks, CPU, steps=30, batch_size=16, progress=False)
+    prompts = [p for p, _ in data.instruction_examples(tasks, 12, np.random.default_rng(2))]
+    first = nn_instruct.sample_answers(model, prompts, CPU, torch.Generator().manual_seed(3), max_new=10)
+    again = nn_instruct.sample_answers(model, prompts, CPU, torch.Generator().manual_seed(3), max_new=10)
+    other = nn_instruct.sample_answers(model, prompts, CPU, torch.Generator().manual_seed(4), max_new=10)
+    assert first[0] == again[0] and first[0] != other[0]
+    answers, tokens, mask = first
+    room = [min(10, model.config.max_len - len(p)) for p in prompts]  # an answer never runs past max_len
+    assert all(a.count(".") <= 1 and (a.endswith(".") or len(a) == r) for a, r in zip(answers, room))
+    assert tokens.shape[1] <= model.config.max_len
+    expected = nn_instruct.as_tensors(*data.encode_pairs(prompts, answers), CPU)
+    assert torch.equal(tokens, expected[0]) and torch.equal(mask, expected[1])
+    with torch.no_grad():
+        assert torch.allclose(nn_instruct.token_logps(model, tokens, mask).sum(-1),
+                              nn_instruct.answer_logps(model, tokens, mask), atol=1e-5)
+        w = torch.tensor([1.0, -0.5])
+        by_hand = nn_instruct.answer_logps(model, tokens, mask) - 0.5 * mask[:, 1:].sum(-1)
+        assert torch.allclose(nn_instruct.reward_of(model, w, tokens, mask), by_hand, atol=1e-5)
+
+
+def test_ppo_raises_the_reward_it_is_given_and_the_kl_penalty_holds_it_back():
+    """A toy reward (the share of an answer's characters that are "a") that the policy can earn: PPO earns more of
+    it at a small KL coefficient than at a large one, and the large one keeps the policy closer."""
+    tasks = data.task_split(0)[0][:3]
+    reference = nn_instruct.instruction_gpt(0, CPU, d_model=32, n_layers=1).eval().requires_grad_(False)
+    a = data.encode("a")[0]
+
+    def share_of_a(tokens, mask):
+        return ((tokens == a) & mask).sum(-1) / mask.sum(-1)
+
+    def prompts(rng, n):
+        return [p for p, _ in data.instruction_examples(tasks, n, rng)]
+
+    runs = {}
+    for kl in (0.0, 5.0):
+        policy = copy.deepcopy(reference).requires_grad_(True)
+        _, records = nn_instruct.train_ppo(policy, reference, share_of_a, prompts, CPU, kl_coef=kl, steps=12,
+                                           batch_size=16, lr=3e-3, seed=0, progress=False)
+        runs[kl] = records
+    free, held = runs[0.0], runs[5.0]
+    assert free[0]["score"] < 0.1 and np.mean([r["score"] for r in free[-3:]]) > 3 * free[0]["score"] + 0.1
+    assert np.mean([r["score"] for r in held[-3:]]) < np.mean([r["score"] for r in free[-3:]])
+    assert held[-1]["kl"] < free[-1]["kl"]
+    assert all(0.0 <= r["clipped"] <= 1.0 for r in free)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_the_losses_and_loops_run_on_cuda_and_agree_with_the_cpu():
@@ -158,3 +260,9 @@ def test_the_losses_and_loops_run_on_cuda_and_agree_with_the_cpu():
     triples = data.preference_pairs(tasks, 32, np.random.default_rng(0))
     history = nn_instruct.train_dpo(model, triples, cuda, beta=0.5, steps=10, batch_size=16, progress=False)
     assert math.isclose(history.loss[0], math.log(2.0), rel_tol=1e-4) and history.loss[-1] < history.loss[0]
+    reference = copy.deepcopy(model).eval().requires_grad_(False)  # PPO: sampling, scoring and updates on the GPU
+    _, records = nn_instruct.train_ppo(
+        copy.deepcopy(model), reference, lambda t, m: nn_instruct.reward_of(reference, torch.tensor([1.0, -0.5]), t, m),
+        lambda rng, n: [q for q, _ in data.instruction_examples(tasks, n, rng)], cuda, steps=3, batch_size=8,
+        progress=False)
+    assert len(records) == 3 and all(math.isfinite(r["score"]) and math.isfinite(r["kl"]) for r in records)

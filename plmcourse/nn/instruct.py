@@ -8,11 +8,21 @@
     greedy_answers(model, prompts, device)         each prompt's greedy continuation up to "."
     instruction_gpt(seed, device)                  the small GPT the notebook fine-tunes
     train_sft / train_dpo                          the training loops (tqdm progress bars)
+
+RLHF with PPO (InstructGPT's recipe, at the notebook's scale):
+    sample_answers(policy, prompts, device, gen)   answers sampled at temperature 1, up to "."
+    token_logps(model, tokens, answer_mask)        (B, T-1) log p of each answer token, 0 elsewhere
+    ValueModel                                     a GPT's trunk with a scalar head: the value baseline
+    ppo_rewards(score, logps, ref_logps, mask, kl) per-token rewards: -kl * log-ratio to the reference, score at the end
+    gae_advantages(rewards, values, mask)          generalised advantage estimates over each answer's tokens
+    ppo_policy_loss(logps, old, adv, mask, clip)   the clipped surrogate objective, as a loss
+    train_ppo                                      sample, score, estimate advantages, a few clipped epochs
 """
 
 from __future__ import annotations
 
 import copy
+import time
 
 import numpy as np
 import torch
@@ -24,7 +34,8 @@ from plmcourse.train import train
 
 __all__ = ["sft_loss", "bradley_terry_loss", "dpo_loss", "answer_logps", "reward_features", "fit_reward_model",
            "greedy_answers", "instruction_gpt", "train_sft", "train_dpo", "as_tensors", "accuracy", "rule_scores",
-           "pair_batch"]
+           "pair_batch", "sample_answers", "token_logps", "ValueModel", "ppo_rewards", "gae_advantages",
+           "ppo_policy_loss", "train_ppo", "reward_of"]
 
 
 def sft_loss(logits, tokens, answer_mask):
@@ -98,10 +109,11 @@ def fit_reward_model(chosen_features, rejected_features, steps=300, lr=0.05):
 
 
 @torch.no_grad()
-def greedy_answers(model, prompts, device, max_new=24):
-    """Each prompt's greedy continuation, cut after the first "." (or after max_new characters: the longest right
-    answer, written long, is 13, "abcdef ok ok.", and one cut before its "." would count as wrong).
-    Prompts of one length run together (right padding would shift the positions)."""
+def _write_answers(model, prompts, device, max_new, choose, within_max_len=False):
+    """Each prompt's continuation, a character at a time (choose(logits (b, V)) -> the next ids (b,)), cut after
+    the first "." or max_new characters; within_max_len: also before prompt and answer outgrow the model's
+    max_len (else the model reads the last max_len characters). Prompts of one length run together (right
+    padding would shift the positions)."""
     model.eval()
     out = [None] * len(prompts)
     by_length = {}
@@ -111,8 +123,9 @@ def greedy_answers(model, prompts, device, max_new=24):
     for idx in by_length.values():
         ids = torch.tensor([data.encode(prompts[i]) for i in idx], device=device)  # (b, L)
         done = torch.zeros(len(idx), dtype=torch.bool, device=device)
-        for _ in range(max_new):
-            nxt = model(ids[:, -model.config.max_len:])[:, -1].argmax(-1)  # (b,)
+        steps = min(max_new, model.config.max_len - ids.shape[1]) if within_max_len else max_new
+        for _ in range(steps):
+            nxt = choose(model(ids[:, -model.config.max_len:])[:, -1])  # (b,)
             nxt = torch.where(done, torch.full_like(nxt, data.PAD), nxt)
             ids = torch.cat([ids, nxt[:, None]], 1)
             done |= nxt == end
@@ -121,6 +134,12 @@ def greedy_answers(model, prompts, device, max_new=24):
         for row, i in zip(ids.tolist(), idx):
             out[i] = data.decode(row[len(prompts[i]):])
     return out
+
+
+def greedy_answers(model, prompts, device, max_new=24):
+    """Each prompt's greedy continuation, cut after the first "." (or after max_new characters: the longest right
+    answer, written long, is 13, "abcdef ok ok.", and one cut before its "." would count as wrong)."""
+    return _write_answers(model, prompts, device, max_new, lambda logits: logits.argmax(-1))
 
 
 def rule_scores(model, pairs, device):
@@ -177,3 +196,137 @@ def train_dpo(policy, triples, device, *, beta=0.1, steps=100, batch_size=32, lr
 
     return train(policy, batch, loss, steps=steps, lr=lr, desc=f"DPO, beta={beta:g}", progress=progress,
                  weight_decay=0.0)
+
+
+# ----------------------------------------------------------------------------
+# RLHF with PPO: the policy writes answers, the reward model scores them, PPO pushes towards higher scores while a
+# per-token KL penalty holds the policy near the reference (the SFT model)
+
+
+def sample_answers(policy, prompts, device, generator, max_new=24):
+    """(answers, tokens, answer_mask): each prompt's answer sampled from `policy` at temperature 1 (a character at
+    a time, up to and with the first "." or max_new characters, and no further than the model's max_len: the
+    answer is scored with its prompt), and encode_pairs(prompts, answers).
+    `generator`: a torch.Generator on `device`, so that a seed fixes the samples."""
+    def sample(logits):  # (b, V) -> (b,)
+        logits = logits.float()
+        logits[:, data.PAD] = -torch.inf  # padding is not a character an answer can hold
+        return torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)[:, 0]
+
+    answers = _write_answers(policy, prompts, device, max_new, sample, within_max_len=True)
+    tokens, mask = as_tensors(*data.encode_pairs(prompts, answers), device)
+    return answers, tokens, mask
+
+
+def token_logps(model, tokens, answer_mask):
+    """(B, T-1): at position t, log p(tokens[:, t + 1] | tokens[:, :t + 1]) where that token is part of the
+    answer, 0 elsewhere. Summed over t, it is answer_logps."""
+    log_p = F.log_softmax(model(tokens)[:, :-1], dim=-1)  # (B, T-1, V)
+    picked = log_p.gather(-1, tokens[:, 1:, None])[..., 0]  # (B, T-1)
+    return picked * answer_mask[:, 1:]
+
+
+class ValueModel(torch.nn.Module):
+    """The value baseline: a GPT's trunk (a copy of the SFT model's) with a scalar head. values(tokens)[:, t]
+    estimates the reward still to come after position t, the prefix tokens[:, :t + 1] written."""
+
+    def __init__(self, gpt):
+        super().__init__()
+        self.gpt = copy.deepcopy(gpt)
+        self.gpt.lm_head = None  # the trunk only (hidden_states); the head below replaces the vocabulary's
+        self.head = torch.nn.Linear(gpt.config.d_model, 1)
+        torch.nn.init.zeros_(self.head.weight)
+        torch.nn.init.zeros_(self.head.bias)
+
+    def forward(self, tokens):
+        return self.head(self.gpt.hidden_states(tokens))[..., 0]  # (B, T)
+
+
+def reward_of(model, w, tokens, answer_mask):
+    """(B,) the reward model's score of each answer: w @ (log p_model(answer | prompt), length in tokens), the
+    features reward_features reads off the SFT model for a pair's two answers."""
+    features = torch.stack([answer_logps(model, tokens, answer_mask),
+                            answer_mask[:, 1:].sum(-1).to(torch.float32)], -1)  # (B, 2)
+    return features @ w.to(features.device)
+
+
+def ppo_rewards(score, logps, ref_logps, answer_mask, kl_coef):
+    """(B, T-1) per-token rewards, in token_logps' positions: -kl_coef * (log pi - log pi_ref) on every answer
+    token (the KL penalty, estimated on the sampled token), plus the reward model's `score` (B,) on the last."""
+    mask = answer_mask[:, 1:].to(logps.dtype)  # (B, T-1)
+    rewards = -kl_coef * (logps - ref_logps) * mask
+    last = (mask * torch.arange(mask.shape[1], device=mask.device)).argmax(-1)  # (B,) the last answer token
+    return rewards.index_put((torch.arange(len(score), device=score.device), last),
+                             score.to(rewards.dtype), accumulate=True)
+
+
+def gae_advantages(rewards, values, answer_mask, gamma=1.0, lam=0.95):
+    """(B, T-1) generalised advantage estimates (Schulman et al. 2016) over each answer's tokens, 0 elsewhere.
+    rewards, values: (B, T-1) in token_logps' positions; the value after an answer's last token is 0.
+    A_t = sum_k (gamma lam)^k delta_(t+k), delta_t = r_t + gamma V_(t+1) - V_t."""
+    mask = answer_mask[:, 1:]  # (B, T-1)
+    advantages = torch.zeros_like(rewards)
+    running = torch.zeros_like(rewards[:, 0])  # (B,)
+    next_value = torch.zeros_like(rewards[:, 0])
+    for t in reversed(range(rewards.shape[1])):
+        delta = rewards[:, t] + gamma * next_value - values[:, t]
+        running = torch.where(mask[:, t], delta + gamma * lam * running, torch.zeros_like(running))
+        next_value = torch.where(mask[:, t], values[:, t], torch.zeros_like(next_value))
+        advantages[:, t] = running
+    return advantages
+
+
+def ppo_policy_loss(logps, old_logps, advantages, answer_mask, clip=0.2):
+    """PPO's clipped surrogate objective, negated, averaged over the answer tokens (Schulman et al. 2017):
+    -mean min(ratio * A, clip(ratio, 1 - clip, 1 + clip) * A), ratio = pi / pi_old. The clip stops the
+    update from gaining by moving a token's probability far from where the samples were drawn."""
+    mask = answer_mask[:, 1:].to(logps.dtype)  # (B, T-1)
+    ratio = torch.exp(logps - old_logps)
+    surrogate = torch.minimum(ratio * advantages, ratio.clamp(1 - clip, 1 + clip) * advantages)
+    return -(surrogate * mask).sum() / mask.sum().clamp(min=1)
+
+
+def train_ppo(policy, reference, reward_model, prompts, device, *, kl_coef=0.1, steps=40, batch_size=64,
+              epochs=4, lr=3e-4, clip=0.2, seed=0, progress=True):
+    """RLHF with PPO. `policy` (trained in place) starts as a copy of `reference` (the SFT model, frozen);
+    reward_model(tokens, answer_mask) -> (B,) scores; prompts(rng, n) -> n prompts. Each step samples answers to
+    batch_size new prompts, scores them, and takes `epochs` full-batch steps of the clipped objective and of the
+    value model's squared error. Returns (value model, per-step records: score, kl, clip share, seconds)."""
+    from tqdm.auto import tqdm
+
+    value_model = ValueModel(reference).to(device)
+    rng, gen = np.random.default_rng(seed), torch.Generator(device=device).manual_seed(seed)
+    optimizer = torch.optim.AdamW([*policy.parameters(), *value_model.parameters()], lr=lr, weight_decay=0.0)
+    records, start = [], time.perf_counter()
+    for _ in tqdm(range(steps), desc=f"PPO, kl={kl_coef:g}", disable=not progress):
+        # 1. sample: the policy answers new prompts
+        _, tokens, mask = sample_answers(policy, prompts(rng, batch_size), device, gen)
+        with torch.no_grad():
+            # 2. score: the reward model's score at the end, the KL penalty on every token
+            old, ref = token_logps(policy, tokens, mask), token_logps(reference, tokens, mask)  # (B, T-1)
+            score = reward_model(tokens, mask)  # (B,)
+            rewards = ppo_rewards(score, old, ref, mask, kl_coef)
+            # 3. advantages: against the value model's expectation
+            values = value_model(tokens)[:, :-1] * mask[:, 1:]  # (B, T-1)
+            advantages = gae_advantages(rewards, values, mask)
+            returns = advantages + values
+            counted = mask[:, 1:]
+            spread = advantages[counted].std().clamp(min=1e-6)
+            advantages = (advantages - advantages[counted].mean()) / spread * counted  # whitened over the batch
+        # 4. update: a few full-batch steps of the clipped objective, and the value model towards the returns
+        policy.train()
+        for _ in range(epochs):
+            logps = token_logps(policy, tokens, mask)
+            value_loss = (((value_model(tokens)[:, :-1] - returns) ** 2) * counted).sum() / counted.sum()
+            loss = ppo_policy_loss(logps, old, advantages, mask, clip) + 0.5 * value_loss
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        with torch.no_grad():
+            clipped = ((logps - old).exp() - 1).abs() > clip
+        # kl: the sampled answers' log-ratio to the reference, summed over an answer's tokens (an estimate of
+        # KL(policy || reference) per answer), before this step's update
+        records.append({"score": float(score.mean()), "kl": float((old - ref).sum(-1).mean()),
+                        "clipped": float(clipped[counted].float().mean()), "seconds": time.perf_counter() - start})
+    policy.eval()
+    return value_model, records
