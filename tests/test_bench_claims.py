@@ -23,8 +23,8 @@ def test_claims_records_every_assert_at_every_seed_and_the_quoted_numbers(tmp_pa
     monkeypatch.setattr(claims, "SOURCE", tmp_path)
     monkeypatch.setattr(claims, "NUMBERS", {name: {"twice the value": "after", "never set": "missing_name"}})
 
-    runs = [claims.run_seed(name, seed) for seed in (0, 1, 2)]
-    assert [r["numbers"]["twice the value"] for r in runs] == [20.0, 22.0, 24.0]
+    runs = [claims.run_seed(name, seed) for seed in (0, 1, 2, 1234)]  # 1234: a fresh seed, not a development one
+    assert [r["numbers"]["twice the value"] for r in runs] == [20.0, 22.0, 24.0, 2488.0]
     assert all(isinstance(r["numbers"]["never set"], str) for r in runs)
     texts = [text for text, _, _ in runs[1]["claims"]]
     assert texts == ["value == 10", "value > 5", "i < 2 or SEED == 0", "i < 2 or SEED == 0",
@@ -34,9 +34,18 @@ def test_claims_records_every_assert_at_every_seed_and_the_quoted_numbers(tmp_pa
     assert not runs[0]["errors"] and not runs[2]["errors"]
 
     table = {row["claim"]: row for row in claims.rows(runs)}
-    assert table["`assert value == 10`"]["fails at seeds"] == "1, 2"
-    assert table["`assert value > 5`"]["holds at"] == "3 of 3 seeds"
-    assert table["`assert i < 2 or SEED == 0`"]["fails at seeds"] == "1, 2"
-    assert table["twice the value"]["holds at"] == "20.000 to 24.000 (mean 22.000)"
-    assert table["never set"]["holds at"] == "not reached"
+    assert table["`assert value == 10`"]["fails at seeds"] == "1, 2, 1234"
+    assert table["`assert value == 10`"]["holds at"] == "1 of 3 development seeds, 0 of 1 fresh"
+    assert table["`assert value > 5`"]["holds at"] == "3 of 3 development seeds, 1 of 1 fresh"
+    assert table["`assert i < 2 or SEED == 0`"]["fails at seeds"] == "1, 2, 1234"
+    # mean ± sample standard deviation over the development seeds, their range, then each fresh seed's value
+    assert table["twice the value"]["holds at"] == "22.000 ± 2.000 (N=3; 20.000 to 24.000); fresh: 2488.000"
+    assert table["never set"]["holds at"] == "not reached; fresh: not reached"
     assert table["a cell raised (not an assert)"]["fails at seeds"] == "1"
+
+
+def test_fresh_seeds_are_new_each_run_and_never_a_development_seed():
+    drawn = [claims.fresh_seeds(4) for _ in range(3)]
+    assert all(len(set(d)) == 4 and not set(d) & set(claims.SEEDS) for d in drawn)
+    assert len({tuple(d) for d in drawn}) == 3  # drawn again each time (a repeat has odds of about 1e-20)
+    assert claims.FRESH_SEEDS >= 4
