@@ -432,6 +432,25 @@ NUMBERS: dict[str, dict[str, str]] = {
         "Q-BERT: reversed, test loss increase": "reverse",
         "Q-BERT: guided / uniform": "guided / uniform",
     },
+    "15_from_gpt3_to_chatgpt": {
+        "SFT: trained tasks correct": 'sft_accuracy["trained tasks"]',
+        "SFT: held-out tasks correct": 'sft_accuracy["held-out tasks"]',
+        "SFT: unseen family correct": 'sft_accuracy["unseen family"]',
+        "SFT: short and correct": "float(np.mean(start == 2))",
+        "reward model: held-out pairs ranked by the rule": "rm_accuracy",
+        "DPO beta=1: win rate against the SFT model": 'dpo_results[1.0]["win rate"]',
+        "DPO beta=0.1: log-ratio of the rejected answers": 'dpo_results[0.1]["log-ratio rejected"]',
+        "DPO beta=10: log-ratio of the rejected answers": 'dpo_results[10.0]["log-ratio rejected"]',
+        "DPO: held-out correct, beta=10 - beta=0.1": 'dpo_results[10.0]["held-out correct"] - '
+                                                     'dpo_results[0.1]["held-out correct"]',
+        "PPO: win rate against the SFT model": 'ppo_result["win rate"]',
+        "PPO - DPO beta=1: win rate": 'ppo_result["win rate"] - dpo_results[1.0]["win rate"]',
+        "PPO: reward-model score, last 5 steps - first": 'np.mean([r["score"] for r in ppo_steps[-5:]]) - '
+                                                         'ppo_steps[0]["score"]',
+        "PPO: answers ending in the chatter": 'chatty["PPO"]',
+        "PPO: reward model scores the long form higher": "prefers_long",
+        "PPO time / DPO time (beta=1)": 'ppo_steps[-1]["seconds"] / dpo_seconds[1.0]',
+    },
 }
 
 # Put first in the notebook: top-level asserts are recorded in _CLAIMS and the run goes on. Asserts inside a
