@@ -187,9 +187,9 @@ def _shares(n, chosen_sd, p=0.5, mask_id=4, specials=(0, 1, 2, 3, 4), vocab_size
 
 
 def test_the_chosen_share_is_judged_by_its_binomial_tail_not_a_fixed_tolerance():
-    """A hidden case of mlm_mask has p = 0.5 on about 22,000 ordinary tokens: there the old tolerance of 0.01 was
-    2.8 standard deviations, and an honest answer failed about 3 gradings in 1,000 (one did in CI). 3.2 standard
-    deviations off is an honest draw (about 1 in 700); 6 is not (1 in 500 million)."""
+    """Two cases of mlm_mask (one visible, one hidden) have p = 0.5 on about 18,200 ordinary tokens: there the old
+    tolerance of 0.01 was 2.7 standard deviations, and an honest answer failed each with probability 0.007 (one
+    did in CI). 3.2 standard deviations off is an honest draw (about 1 in 700); 6 is not (1 in 500 million)."""
     assert checks._mlm_statistics(*_shares(20000, 3.2)) is None
     assert checks._mlm_statistics(*_shares(20000, -3.2)) is None
     far = checks._mlm_statistics(*_shares(20000, 6.0))

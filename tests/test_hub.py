@@ -178,7 +178,8 @@ def list_button(driver, section: str, label: str, seconds: float = 60):
 def section_text(driver, section: str) -> str:
     from selenium.webdriver.common.by import By
 
-    return " ".join(row.text for row in driver.find_elements(By.CSS_SELECTOR, f"#{section}_assignments_list .list_item"))
+    rows = driver.find_elements(By.CSS_SELECTOR, f"#{section}_assignments_list .list_item")
+    return " ".join(row.text for row in rows)
 
 
 def hand_in_with_the_browser(driver, hub, name: str, password: str) -> tuple[str, dict]:

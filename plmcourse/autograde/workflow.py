@@ -223,7 +223,8 @@ def collect_exchange(course: Path, assignment: str, exchange: Path) -> CollectRe
     student's only if that student's account owns it (nbgrader only warns when another account made it, so one
     student could replace another's submission), and only its plain files that account made travel (nbgrader's
     copy follows links, and it runs as the instructor: a link in a submission could bring the course's solutions or
-    another student's files; and nbgrader leaves a submission's folder writable by all). Earlier submissions stay in the exchange."""
+    another student's files; and nbgrader leaves a submission's folder writable by all). Earlier submissions stay
+    in the exchange."""
     course = Path(course).resolve()
     expected = assignment_grade_ids(course, assignment)
     if not expected:

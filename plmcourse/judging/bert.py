@@ -436,8 +436,9 @@ MLM_MASK_RULES = [
 
 def _mlm_statistics(d, inputs, tokens, predicted, special, replaced):
     """The shares of a correct answer, each judged by its exact binomial tail (core.unlikely_count, ALARM = 1e-6),
-    not by a fixed tolerance: 0.01 is 3 standard deviations of the chosen share at p = 0.5 on 22,000 tokens, and
-    an honest answer crossed it about 3 times in 1,000 gradings. The hints still compare shares."""
+    not by a fixed tolerance: at p = 0.5 on the 18,200 ordinary tokens of two cases, 0.01 was 2.7 standard
+    deviations of the chosen share, and an honest answer crossed it at each with probability 0.007. The hints
+    still compare shares."""
     p, mask_id = d["p"], d["mask_id"]
     ordinary = ~special
     chosen = _share(predicted, ordinary)
