@@ -172,13 +172,21 @@ def _inbound(exchange: Path, assignment: str) -> dict:
     return {student: sorted(entries) for student, entries in found.items()}
 
 
-def _owner(path: Path) -> str:
-    """The account that owns `path` itself (a link is not followed), or "an unknown account"."""
+def _account(uid: int) -> str:
+    """The name of the account `uid`, or "uid N" where it has none."""
     import pwd
 
     try:
-        return pwd.getpwuid(path.lstat().st_uid).pw_name
-    except (KeyError, OSError):
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _owner(path: Path) -> str:
+    """The account that owns `path` itself (a link is not followed), or "an unknown account"."""
+    try:
+        return _account(path.lstat().st_uid)
+    except OSError:
         return "an unknown account"
 
 
@@ -186,8 +194,6 @@ def _copy_plain_files(source: Path, target: Path, owner: int) -> list[str]:
     """Copy the regular files at the top of `source` into `target`, each opened without following a link, with
     one name, at most MAX_GRADED_FILE bytes and made by the account `owner` (a uid); the names of what was left out
     (links, hard links, folders, anything else, files too big, files another account made)."""
-    import pwd
-
     target.mkdir(parents=True)
     left_out = []
     for path in sorted(source.iterdir()):
@@ -205,11 +211,7 @@ def _copy_plain_files(source: Path, target: Path, owner: int) -> list[str]:
             # nbgrader submit leaves the submission's folder writable by all (for the instructor's clean-up): a
             # classmate who learns its name could put a file there, or replace one.
             if found.st_uid != owner:
-                try:
-                    maker = pwd.getpwuid(found.st_uid).pw_name
-                except KeyError:
-                    maker = f"uid {found.st_uid}"
-                left_out.append(f"{path.name} (made by {maker})")
+                left_out.append(f"{path.name} (made by {_account(found.st_uid)})")
                 continue
             (target / path.name).write_bytes(f.read())
     return left_out

@@ -35,7 +35,7 @@ from plmcourse.train import train
 __all__ = ["sft_loss", "bradley_terry_loss", "dpo_loss", "answer_logps", "reward_features", "fit_reward_model",
            "greedy_answers", "instruction_gpt", "train_sft", "train_dpo", "as_tensors", "accuracy", "rule_scores",
            "pair_batch", "sample_answers", "token_logps", "ValueModel", "ppo_rewards", "gae_advantages",
-           "ppo_policy_loss", "train_ppo", "reward_of"]
+           "ppo_policy_loss", "train_ppo", "reward_of", "answer_features"]
 
 
 def sft_loss(logits, tokens, answer_mask):
@@ -91,8 +91,13 @@ def reward_features(model, triples, device):
     out = []
     for side in (1, 2):
         tokens, mask = as_tensors(*data.encode_pairs(prompts, [t[side] for t in triples]), device)
-        out.append(torch.stack([answer_logps(model, tokens, mask), mask[:, 1:].sum(-1).to(torch.float32)], -1))
+        out.append(answer_features(model, tokens, mask))
     return out[0], out[1]
+
+
+def answer_features(model, tokens, answer_mask):
+    """(B, 2) the reward model's features of each answer: log p_model(answer | prompt) and its length in tokens."""
+    return torch.stack([answer_logps(model, tokens, answer_mask), answer_mask[:, 1:].sum(-1).to(torch.float32)], -1)
 
 
 def fit_reward_model(chosen_features, rejected_features, steps=300, lr=0.05):
@@ -243,10 +248,8 @@ class ValueModel(torch.nn.Module):
 
 
 def reward_of(model, w, tokens, answer_mask):
-    """(B,) the reward model's score of each answer: w @ (log p_model(answer | prompt), length in tokens), the
-    features reward_features reads off the SFT model for a pair's two answers."""
-    features = torch.stack([answer_logps(model, tokens, answer_mask),
-                            answer_mask[:, 1:].sum(-1).to(torch.float32)], -1)  # (B, 2)
+    """(B,) the reward model's score of each answer: its answer_features, read off `model` (the SFT model), @ w."""
+    features = answer_features(model, tokens, answer_mask)  # (B, 2)
     return features @ w.to(features.device)
 
 
