@@ -7,8 +7,11 @@ its draws and its weights. Every top-level `assert` is recorded instead of stopp
 transformer wraps each one in try/except), so one failed claim does not hide the ones after it. NUMBERS names,
 per notebook, the expressions whose values the prose quotes; they are read at the end of each run.
 
-The prose then quotes what holds over these runs (a range, or "at k seeds of 6"), and an assertion stays only
-if it holds at every seed. A claim that fails is rewritten, never re-seeded.
+Each assertion of the form `a < b` or `a > b` (or a chain of them) also records its margin, b - a or a - b,
+at every seed. The prose quotes what holds over these runs (mean ± standard deviation, or "at k of N seeds"), and
+an assertion stays only where its mean margin over the development seeds is at least KEEP_AT (3) standard
+deviations of that margin; a weaker claim is printed as a hedged sentence. A claim that fails is rewritten, never
+re-seeded.
 
     python -m bench claims                          every notebook in NUMBERS
     BENCH_CLAIMS=08_sentence_embeddings python -m bench claims     only those (comma-separated)
@@ -30,6 +33,9 @@ from bench.common import run_notebook_variant, write_result
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "course" / "source"
 SEEDS = range(6)  # the development seeds: the prose was written from these
+# An assertion stays in a notebook where its margin over the development seeds is at least this many standard
+# deviations of that margin (a claim that held by less is printed as a hedged sentence instead).
+KEEP_AT = 3
 # And seeds nobody chose, drawn at random on every run (printed and recorded): where an assertion or a quoted number
 # holds at these is the claim's real test. BENCH_FRESH_SEEDS sets how many (at least 4).
 FRESH_SEEDS = max(4, int(os.environ.get("BENCH_FRESH_SEEDS", "4")))
@@ -459,10 +465,30 @@ RECORDER = r'''
 import ast as _ast
 
 _CLAIMS = []
+_ORDER = {_ast.Lt: "<", _ast.LtE: "<", _ast.Gt: ">", _ast.GtE: ">"}
+
+
+def _margin_source(test):
+    """How far an assertion held, in its own units: for `a < b` it is b - a, for `a > b` a - b, for a chain the
+    smaller gap. "None" (no margin) for anything but a chain of <, <=, > and >=."""
+    if not isinstance(test, _ast.Compare) or not all(type(op) in _ORDER for op in test.ops):
+        return "None"
+    sides = [_ast.unparse(side) for side in [test.left, *test.comparators]]
+    gaps = [f"float(({b}) - ({a}))" if _ORDER[type(op)] == "<" else f"float(({a}) - ({b}))"
+            for op, a, b in zip(test.ops, sides, sides[1:])]
+    return gaps[0] if len(gaps) == 1 else f"min({', '.join(gaps)})"
+
+
+def _margin(gap):
+    try:
+        return gap()
+    except Exception:  # a side that cannot be evaluated again, or is not a number
+        return None
 
 
 class _RecordAsserts(_ast.NodeTransformer):
-    """assert test, msg  ->  try: assert test, msg / except AssertionError: record failed / else: record held."""
+    """assert test, msg  ->  try: assert test, msg / except AssertionError: record failed / else: record held,
+    each with the assertion's margin (its sides evaluated again)."""
 
     def visit_FunctionDef(self, node):
         return node
@@ -470,9 +496,9 @@ class _RecordAsserts(_ast.NodeTransformer):
     visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = visit_FunctionDef
 
     def visit_Assert(self, node):
-        text = _ast.unparse(node.test)
-        handler = _ast.parse(f"_CLAIMS.append(({text!r}, False, str(_error)[:200]))").body
-        held = _ast.parse(f"_CLAIMS.append(({text!r}, True, ''))").body
+        text, margin = _ast.unparse(node.test), f"_margin(lambda: {_margin_source(node.test)})"
+        handler = _ast.parse(f"_CLAIMS.append(({text!r}, False, str(_error)[:200], {margin}))").body
+        held = _ast.parse(f"_CLAIMS.append(({text!r}, True, '', {margin}))").body
         wrapped = _ast.Try(body=[node], handlers=[_ast.ExceptHandler(
             type=_ast.Name("AssertionError", _ast.Load()), name="_error", body=handler)], orelse=held, finalbody=[])
         return _ast.copy_location(wrapped, node)
@@ -507,24 +533,48 @@ def run_seed(name: str, seed: int) -> dict:
     return {"seed": seed, **got, "errors": errors, "seconds": round(seconds, 1)}
 
 
+def margins(run: dict) -> dict[str, float | None]:
+    """Each assertion's margin in one run (the smallest, where it ran more than once; None where it has none)."""
+    out: dict[str, float | None] = {}
+    for text, _, _, *margin in run.get("claims", []):  # runs recorded before margins have three fields
+        value = margin[0] if margin else None
+        if text not in out or (value is not None and (out[text] is None or value < out[text])):
+            out[text] = value
+    return out
+
+
+def margin_summary(values: list) -> tuple[str, float | None]:
+    """The margin over the development seeds: ("0.042 ± 0.011, 3.8 sd", 3.8). An assertion stays in a notebook
+    only where the mean margin is at least KEEP_AT standard deviations."""
+    numeric = np.array([v for v in values if v is not None], dtype=float)
+    if len(numeric) < 2 or len(numeric) < len(values):
+        return "no margin (not a comparison of numbers at every seed)", None
+    mean, sd = numeric.mean(), numeric.std(ddof=1)
+    if sd == 0:
+        return f"margin {mean:.3g} at every seed", (np.inf if mean > 0 else -np.inf)
+    return f"margin {mean:.3g} ± {sd:.3g}, {mean / sd:.1f} sd", round(float(mean / sd), 2)
+
+
 def rows(runs: list[dict]) -> list[dict]:
-    """One row per assertion (where it held: at the development seeds and at the fresh ones; the seeds where it
-    failed) and per quoted number (mean and standard deviation over the development seeds, its range, and the
-    values at the fresh seeds)."""
+    """One row per assertion (where it held: at the development seeds and at the fresh ones; its margin over the
+    development seeds in standard deviations; the seeds where it failed) and per quoted number (mean and standard
+    deviation over the development seeds, its range, and the values at the fresh seeds)."""
     out = []
     dev = [r for r in runs if r["seed"] in SEEDS]
     fresh = [r for r in runs if r["seed"] not in SEEDS]
     failed_at: dict[str, set] = {}
     for run in runs:
-        for text, held, _ in run.get("claims", []):
+        for text, held, *_ in run.get("claims", []):
             failed_at.setdefault(text, set())
             if not held:
                 failed_at[text].add(run["seed"])
+    dev_margins = [margins(r) for r in dev]
     for text, seeds in failed_at.items():
         held = f"{len(dev) - len(seeds & {r['seed'] for r in dev})} of {len(dev)} development seeds"
         if fresh:
             held += f", {len(fresh) - len(seeds & {r['seed'] for r in fresh})} of {len(fresh)} fresh"
-        out.append({"claim": f"`assert {text}`", "holds at": held,
+        margin, in_sd = margin_summary([m.get(text) for m in dev_margins])
+        out.append({"claim": f"`assert {text}`", "holds at": f"{held}; {margin}", "margin (sd)": in_sd,
                     "fails at seeds": ", ".join(map(str, sorted(seeds))) or "none"})
     for label in runs[0].get("numbers", {}) if runs else []:
         values = [r["numbers"].get(label) for r in dev]
@@ -564,7 +614,10 @@ def main():
                       "every top-level assert recorded without stopping the run, and the numbers its prose quotes "
                       "read at the end. Seed 0 is the one the notebook ships with; the fresh seeds "
                       f"({', '.join(map(str, fresh))}) were drawn at random for this run. A number: mean ± standard "
-                      "deviation over the development seeds (N), their range, then its value at each fresh seed."),
+                      "deviation over the development seeds (N), their range, then its value at each fresh seed. An "
+                      "assertion's margin (how far it held: b - a for a < b) over the development seeds, and that "
+                      f"mean in standard deviations: under {KEEP_AT}, the notebook prints the claim instead of "
+                      "asserting it."),
             "fresh seeds": fresh,
             "rows": rows(runs),
             "runs": runs,
