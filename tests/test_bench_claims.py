@@ -15,7 +15,7 @@ def test_claims_records_every_assert_at_every_seed_and_the_quoted_numbers(tmp_pa
         "SEED = 0\nvalue = 10 + SEED",
         "assert value == 10, 'only the shipped seed'\nassert value > 5\nafter = value * 2",  # the run goes on
         "def guarded(x):\n    assert x > 0, 'inside a function: not a claim'\n    return x\n\n"
-        "for i in range(3):\n    assert i < 2 or SEED == 0",
+        "for i in range(3):\n    assert i < 2 or SEED == 0\nif SEED != 2:\n    assert SEED < 1000",
         "raise_at_seed_1 = 1 / (SEED - 1)",
     ]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
@@ -28,7 +28,7 @@ def test_claims_records_every_assert_at_every_seed_and_the_quoted_numbers(tmp_pa
     assert all(isinstance(r["numbers"]["never set"], str) for r in runs)
     texts = [text for text, *_ in runs[1]["claims"]]
     assert texts == ["value == 10", "value > 5", "i < 2 or SEED == 0", "i < 2 or SEED == 0",
-                     "i < 2 or SEED == 0"]  # the function's assert is not a claim
+                     "i < 2 or SEED == 0", "SEED < 1000"]  # the function's assert is not a claim
     assert runs[1]["claims"][0] == ["value == 10", False, "only the shipped seed", None]  # its message kept
     assert runs[1]["claims"][1] == ["value > 5", True, "", 6.0]  # and the margin of a comparison: 11 - 5
     assert runs[1]["errors"] and "division" in runs[1]["errors"][0]
@@ -42,6 +42,9 @@ def test_claims_records_every_assert_at_every_seed_and_the_quoted_numbers(tmp_pa
     assert table["`assert value > 5`"]["holds at"] == "3 of 3 development seeds, 1 of 1 fresh; margin 6 ± 1, 6.0 sd"
     assert table["`assert value > 5`"]["margin (sd)"] == 6.0
     assert table["`assert i < 2 or SEED == 0`"]["fails at seeds"] == "1, 2, 1234"
+    # not made at seed 2 (inside an `if`), failed at 1234: held at 2 of 3 development seeds and 0 of 1 fresh
+    assert table["`assert SEED < 1000`"]["holds at"].startswith(
+        "2 of 3 development seeds, 0 of 1 fresh (not made at seeds 2: a condition before it was false); margin ")
     # mean ± sample standard deviation over the development seeds, their range, then each fresh seed's value
     assert table["twice the value"]["holds at"] == "22.000 ± 2.000 (N=3; 20.000 to 24.000); fresh: 2488.000"
     assert table["never set"]["holds at"] == "not reached; fresh: not reached"
