@@ -5,6 +5,7 @@ then the scores are read back from the real gradebook and the real CSV.
 """
 
 import csv
+import shutil
 import subprocess
 import sys
 
@@ -14,7 +15,7 @@ import pytest
 from conftest import COURSE
 from plmcourse.autograde.demos import NOT_RUN_NOTE, cells_to_skip, is_demo
 from plmcourse.release import nbgrader_env, solved_release
-from support import scratch_course
+from support import once_per_run, scratch_course
 
 pytestmark = pytest.mark.nbgrader
 
@@ -81,16 +82,20 @@ SUBMISSIONS = {  # student -> (notebook, expected points per test cell)
 
 @pytest.fixture(scope="module")
 def graded_course(tmp_path_factory):
-    course = scratch_course(tmp_path_factory, tmp_path_factory.mktemp("instructor"), ASSIGNMENT)
-    for student, (make, _) in SUBMISSIONS.items():
-        nbgrader(course, "db", "student", "add", student, f"--first-name={student.title()}", "--last-name=Test")
-        folder = course / "submitted" / student / ASSIGNMENT
-        folder.mkdir(parents=True)
-        nbformat.write(make(), folder / f"{ASSIGNMENT}.ipynb")
-    nbgrader(course, "autograde", ASSIGNMENT)
-    nbgrader(course, "generate_feedback", ASSIGNMENT)
-    nbgrader(course, "export", "--to", "grades.csv")
-    return course
+    """The class graded once per run, by whichever pytest-xdist worker asks first; the tests only read it."""
+    def build(root):
+        course = scratch_course(tmp_path_factory, root, ASSIGNMENT)
+        for student, (make, _) in SUBMISSIONS.items():
+            nbgrader(course, "db", "student", "add", student, f"--first-name={student.title()}", "--last-name=Test")
+            folder = course / "submitted" / student / ASSIGNMENT
+            folder.mkdir(parents=True)
+            nbformat.write(make(), folder / f"{ASSIGNMENT}.ipynb")
+        nbgrader(course, "autograde", ASSIGNMENT)
+        nbgrader(course, "generate_feedback", ASSIGNMENT)
+        nbgrader(course, "export", "--to", "grades.csv")
+        return {}
+
+    return once_per_run(tmp_path_factory, "nbgrader-pipeline", build)[0] / "course"
 
 
 @pytest.mark.parametrize("student", SUBMISSIONS)
@@ -133,16 +138,18 @@ def test_only_demo_cells_nothing_needs_were_left_out(graded_course, student):
         assert len(noted) == len(demos) - 1
 
 
-def test_grading_again_two_at_once_gives_the_same_scores(graded_course):
-    """plmcourse's autograde deals the students out to two nbgrader processes sharing the gradebook."""
+def test_grading_again_two_at_once_gives_the_same_scores(graded_course, tmp_path):
+    """plmcourse's autograde deals the students out to two nbgrader processes sharing the gradebook (in a copy of
+    the graded class: the other tests read the original)."""
     from nbgrader.api import Gradebook
 
     from plmcourse.autograde import workflow
 
-    assert workflow.submitted_students(graded_course, ASSIGNMENT) == sorted(SUBMISSIONS)
-    done = workflow.autograde(graded_course, ASSIGNMENT, use_sandbox=False, jobs=2)
+    course = shutil.copytree(graded_course, tmp_path / "course")
+    assert workflow.submitted_students(course, ASSIGNMENT) == sorted(SUBMISSIONS)
+    done = workflow.autograde(course, ASSIGNMENT, use_sandbox=False, jobs=2)
     assert done.returncode == 0, done.stderr
-    with Gradebook(f"sqlite:///{graded_course / 'gradebook.db'}") as gradebook:
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
         for student, (_, expected) in SUBMISSIONS.items():
             got = {grade_id: gradebook.find_grade(grade_id, ASSIGNMENT, ASSIGNMENT, student).score
                    for grade_id in POINTS}
