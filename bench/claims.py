@@ -10,8 +10,9 @@ per notebook, the expressions whose values the prose quotes; they are read at th
 Each assertion of the form `a < b` or `a > b` (or a chain of them) also records its margin, b - a or a - b,
 at every seed. The prose quotes what holds over these runs (mean ± standard deviation, or "at k of N seeds"), and
 an assertion stays only where its mean margin over the development seeds is at least KEEP_AT (3) standard
-deviations of that margin; a weaker claim is printed as a hedged sentence. A claim that fails is rewritten, never
-re-seeded.
+deviations of that margin; a weaker claim is printed as a hedged sentence. Anything else (`==`, `all(...)`, an `and`
+of comparisons) has no margin: write one comparison per assert where it is a measured quantity. A claim that fails
+is rewritten, never re-seeded.
 
     python -m bench claims                          every notebook in NUMBERS
     BENCH_CLAIMS=08_sentence_embeddings python -m bench claims     only those (comma-separated)
@@ -468,6 +469,9 @@ NUMBERS: dict[str, dict[str, str]] = {
         "clinic: general model": 'domains["general model"]',
         "clinic: general + DAPT": 'domains["general + DAPT"]',
         "clinic: DAPT - general": 'domains["general + DAPT"] - domains["general model"]',
+        "clinic: general + general text": 'domains["general + 200 steps of general text"]',
+        "clinic: DAPT - general text (the control)":
+            'domains["general + DAPT"] - domains["general + 200 steps of general text"]',
         "DNA: pre-trained on A": 'dna["pre-trained on language A"]',
         "DNA: from scratch": 'dna["from scratch"]',
         "DNA: pre-trained - scratch": 'dna["pre-trained on language A"] - dna["from scratch"]',
@@ -481,6 +485,8 @@ NUMBERS: dict[str, dict[str, str]] = {
                                                       "min(strategies[n] for n in STRATEGIES[:5])",
         "gradual unfreezing - all at once": 'strategies["gradual unfreezing"] - strategies["all at once"]',
         "multi-task - all at once": 'strategies["multi-task"] - strategies["all at once"]',
+        "strategy: frozen encoder": 'strategies["frozen encoder"]',
+        "frozen encoder - all at once": 'strategies["frozen encoder"] - strategies["all at once"]',
     },
     "14_text_and_images": {
         "single-stream: fill, seen pairs": 'single_scores["seen"]',

@@ -577,7 +577,10 @@ def search_worker(package_parent: str, names: list, seconds: float, fd: int) -> 
             unsealed = dataclasses.replace(check, seal=())
             cases = check.cases(False, torch.device("cpu")) if check.device else check.cases(False)
             # A check's first call pays for what it sets up once (torch's autograd and modules the reference
-            # uses: 0.35 s for multi_head_attention against 3 ms after); made here, every fork starts warm.
+            # uses: 0.35 s for multi_head_attention against 3 ms after); made here, every fork starts warm. On one
+            # thread (as _run_search starts this process): a fork of a process whose OpenMP pool has threads hangs
+            # at its first parallel operation.
+            torch.set_num_threads(1)
             _warm_up(unsealed)
             for file, qualname, candidate in candidates:
                 if not _accepts(candidate, check, cases):
