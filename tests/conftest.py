@@ -77,14 +77,16 @@ def harness_threads_are_the_kernel_s_own(monkeypatch):
 
 @pytest.fixture(autouse=True)
 def abandoned_student_calls_end_with_their_test():
-    """A check gives up on a student's call that runs past its limit (grading.core's "student function" thread)
+    """A check gives up on a student's call that runs past its limit (a grading.core.STUDENT_THREAD thread)
     and the call goes on in the background: wait for it, so that it cannot draw from torch's global generator,
     or print, under the next test of this worker (a catalogue test that asserts a check leaves the generator
     alone failed that way, now and then, after test_grading_peft's endless merge)."""
+    from plmcourse.grading.core import STUDENT_THREAD
+
     before = set(threading.enumerate())
     yield
     for thread in set(threading.enumerate()) - before:
-        if thread.name == "student function":
+        if thread.name == STUDENT_THREAD:
             thread.join(timeout=30)
 
 

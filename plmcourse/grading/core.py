@@ -483,6 +483,10 @@ def expect_error_driver(fn, describe_value=lambda value: value):
 CALL_SECONDS = max(1.0, int(os.environ.get("PLMCOURSE_CELL_SECONDS", "60")) / 2)
 
 
+# The name of the thread a student's call runs in (a check gives up on it past its time limit; it may run on).
+STUDENT_THREAD = "student function"
+
+
 def _call_with_limit(fn, case, seconds):
     """call_student in a thread, given up after `seconds`: a loop that swallows interrupts
     (`except BaseException: pass`) cannot hold the test cell, and with it the notebook.
@@ -501,7 +505,7 @@ def _call_with_limit(fn, case, seconds):
     def target():  # the thread's own function stays the course's, so the recorder knows it
         context.run(call)
 
-    thread = threading.Thread(target=target, daemon=True, name="student function")
+    thread = threading.Thread(target=target, daemon=True, name=STUDENT_THREAD)
     thread.start()
     try:
         thread.join(seconds)
