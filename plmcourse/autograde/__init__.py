@@ -24,6 +24,8 @@ trusted to clear anything:
 - `workflow`: `plmcourse grade collect / autograde / feedback / export / review / all`.
 - `sandbox`: the kernel launcher nbgrader starts for each notebook: bubblewrap, an empty
   root, a clean environment, and the judge's socket handed to the kernel.
+- `exposure`: what of the course package an assignment's notebooks reach (the rest is stubbed
+  in its sandbox).
 - `judge`: the grader's side of every check; it never imports or runs student code.
 - `evidence`: what a submission's source shows, read in a bounded child process; flags.
 - `review`: flags into the gradebook, `course/review/<assignment>.csv` and the export.

@@ -15,8 +15,9 @@ command is this module, which starts the ordinary IPython kernel under `bwrap`:
   grader's own Python imports from them (`hidden_python_dirs`);
 * a plmcourse package in which no complete implementation of a graded function is left
   (`grading_package`: without plmcourse/judging/, so the checks are their declarations
-  alone, which hand every call to the judge; and whatever the package holds that passes a
-  graded function's check is stubbed);
+  alone, which hand every call to the judge; whatever the package holds that passes a
+  graded function's check is stubbed, and so is whatever the assignment's own notebooks do
+  not reach: `exposure`);
 * the kernel's working folder is a fresh, private, size-capped tmpfs at the notebook's
   path (as are /tmp and /dev/shm): what student code writes is gone with the kernel and
   never reaches autograded/ or feedback/, and the notebook nbgrader is executing (which
@@ -63,6 +64,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import plmcourse
+from plmcourse.autograde import exposure
 from plmcourse.grading import policy
 
 DEFAULT_MEMORY = 4 * 1024 ** 3  # bytes of data segment; the notebooks peak well under 1 GiB
@@ -325,7 +327,7 @@ def graded_functions(notebooks=None) -> set[str]:
 
 
 def grading_package(folder: Path, names: set[str] | None = None, cache: Path | None = None,
-                    report: list | None = None) -> Path:
+                    report: list | None = None, notebooks=None) -> Path:
     """A copy of the plmcourse package under `folder` for the sandbox, in which no complete
     implementation of the functions in `names` (default: every graded function) is left:
 
@@ -334,31 +336,53 @@ def grading_package(folder: Path, names: set[str] | None = None, cache: Path | N
       hands its call to the judge;
     * in ref/, nn/ and data/, the functions named in `names` are stubbed; and anywhere in the
       copy, every function, method or class that passes one of their checks on its visible
-      cases, whatever its name (find_implementations, a search by behaviour).
+      cases, whatever its name (find_implementations, a search by behaviour);
+    * given the assignment's `notebooks`, every other top-level function and class that those
+      notebooks do not reach is stubbed too (exposure.reached): another notebook's graded function
+      (02's cross-entropy while 05's causal LM loss is graded) is a stub unless this notebook's
+      own code uses it, whatever arguments an answer would call it with.
 
     Mounted over the package inside the sandbox: an answer that calls one, under any name,
     or runs a copy of its code read from the package's files, fails like any wrong answer.
     An assignment is graded with its own exercises' names only (graded_functions of its
-    notebooks), so that it may build on what earlier notebooks had students write.
+    notebooks); what earlier notebooks had students write stays usable where this notebook uses it.
     `cache`: a folder for the search's result (keyed by the package's files and `names`);
-    `report`: a list that gets one line saying what the search found and how long it took.
+    `report`: a list that gets one line saying what the search found and how long it took, and
+    one saying how much of the package the notebooks reach.
     """
     source = Path(plmcourse.__file__).resolve().parent
     names = graded_functions() if names is None else set(names)
     search = find_implementations(source, names, cache)
     if report is not None:
         report.append(search.summary())
+    own = {}  # file -> qualified names stubbed because they are (or behave as) this assignment's exercises
+    for path in sorted(source.rglob("*.py")):
+        relative = path.relative_to(source.parent).as_posix()  # plmcourse/ref/attention.py
+        if "__pycache__" not in relative and not _is_left_out(relative):
+            own[relative] = set(search.found.get(relative, ())) | (
+                names if relative.split("/")[1] in STUBBED_FOLDERS else set())
+    unused = {}
+    if notebooks is not None:
+        stubbed = {(_module_name(relative), name) for relative, found in own.items() for name in found}
+        modules = exposure.index(source)
+        unused = exposure.unused(source, notebooks, stubbed, modules)
+        if report is not None:
+            copied = [_module_name(relative) for relative in own if _module_name(relative) in unused]
+            left = sum(len(unused[module]) for module in copied)
+            every = sum(len(modules[module].defs) for module in copied)
+            report.append(f"sandbox: the notebooks reach {every - left} of the package's {every} functions and "
+                          f"classes outside grading/; the other {left} are stubbed for this assignment")
     target = Path(folder) / "plmcourse"
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", *LEFT_OUT))
     for path in sorted(target.rglob("*.py")):
-        relative = path.relative_to(target.parent).as_posix()  # plmcourse/ref/attention.py
-        stubs = set(search.found.get(relative, ()))
-        if relative.split("/")[1] in STUBBED_FOLDERS:
-            stubs |= names
+        relative = path.relative_to(target.parent).as_posix()
+        module = _module_name(relative)
         text = path.read_text(encoding="utf-8")
-        stubbed = stub_source(text, _module_name(relative), stubs)
-        if stubbed != text:
-            path.write_text(stubbed, encoding="utf-8")
+        stubbed_text = stub_source(text, module, own.get(relative, set()))
+        stubbed_text = stub_source(stubbed_text, module, unused.get(module, set()) - own.get(relative, set()),
+                                   why=NOT_USED)
+        if stubbed_text != text:
+            path.write_text(stubbed_text, encoding="utf-8")
     # The kernel's policy reads its allow-list of imports here (plmcourse.grading.policy.read_allowed).
     (target / "grading" / policy.ALLOWED_FILE).write_text(allowed_lists(), encoding="utf-8")
     compileall.compile_dir(str(target), quiet=1)  # the sandbox writes no bytecode: ship it
@@ -386,7 +410,13 @@ def _is_left_out(relative: str) -> bool:
 # Stubs: source rewritten with the AST, line numbers kept where the code stays
 
 
-def stub_source(source: str, module: str, names: set[str]) -> str:
+# Why a stub raises: the assignment's own exercise (or something that behaves as one), or a part of the
+# package this assignment's notebooks do not use.
+COMPUTE_IT = "the answer must compute it itself"
+NOT_USED = "this assignment's notebook does not use it, and an answer computes what it needs itself"
+
+
+def stub_source(source: str, module: str, names: set[str], why: str = COMPUTE_IT) -> str:
     """`source` with the body of each function in `names` replaced by a raise.
 
     A name is a qualified name: "softmax" (a top-level function), "LoRALinear.forward" (a
@@ -409,8 +439,7 @@ def stub_source(source: str, module: str, names: set[str]) -> str:
             continue
         first, last = body[0].lineno - 1, node.end_lineno  # 0-based start, exclusive end
         indent = " " * body[0].col_offset
-        message = (f"{module}.{qualname} is not available while grading: the answer must "
-                   f"compute it itself")
+        message = f"{module}.{qualname} is not available while grading: {why}"
         lines[first:last] = [f"{indent}raise RuntimeError({message!r})\n"] + ["\n"] * (last - first - 1)
     return "".join(lines)
 

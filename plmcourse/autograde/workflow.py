@@ -629,7 +629,8 @@ def _kernel_envs(scratch: Path, course: Path, assignment: str, memory: int, jobs
     The sandbox's package holds no complete implementation of this assignment's graded
     functions (sandbox.grading_package: found by name and by a search of the package's
     behaviour, whose result is kept in sandbox.search_cache(course) and whose line, with its
-    duration, is printed); those of other assignments stay usable.
+    duration, is printed); of the rest of the package, only what this assignment's notebooks use
+    (exposure.reached): another assignment's graded function is a stub unless this one's code uses it.
 
     Each process gets its own directory for the kernels' sockets, so that two processes
     never pick the same socket names at the same moment. In the sandbox, a kernel makes its
@@ -641,12 +642,13 @@ def _kernel_envs(scratch: Path, course: Path, assignment: str, memory: int, jobs
             raise RuntimeError(f"cannot autograde in the sandbox: {why_not}; install it, or pass "
                                f"--no-sandbox to grade without isolation")
     kernels = scratch / "jupyter"
-    graded = sandbox.graded_functions(sorted((course / "source" / assignment).glob("*.ipynb")))
+    notebooks = sorted((course / "source" / assignment).glob("*.ipynb"))
+    graded = sandbox.graded_functions(notebooks)
     package = None
     if use_sandbox:
         searched = []
         package = sandbox.grading_package(scratch / "package", graded, cache=sandbox.search_cache(course),
-                                          report=searched)
+                                          report=searched, notebooks=notebooks)
         print("\n".join(f"autograde: {line}" for line in searched), flush=True)
     sandbox.install_kernelspec(kernels, course, memory, use_sandbox=use_sandbox, package=package)
     path = os.pathsep.join([str(kernels), os.environ.get("JUPYTER_PATH", "")]).rstrip(os.pathsep)

@@ -1,0 +1,329 @@
+"""What an assignment's kernel may use of the course package: what its own notebook reaches.
+
+The course package holds every notebook's graded functions. Several exercises are one computation
+with other arguments (a causal LM loss is 02's cross-entropy on shifted logits, CLIP's loss is 08's
+InfoNCE both ways), so while one assignment is graded, the others' functions are as good as its own
+reference. The grading sandbox therefore shows an assignment's kernel only the definitions its own
+notebook uses (sandbox.grading_package stubs the rest):
+
+* roots: every name the assignment's notebooks (the instructor's sources, solutions included) bind
+  from the package or reach through it in code (`from plmcourse.ref import softmax`,
+  `plmcourse.nn.attention.causal_mask(n)`, an import inside a function), every `plmcourse.a.b`
+  named in their markdown, and the whole of `grading/` (the kernel's own machinery);
+* from a reached function or class, everything its code reaches in turn, read the same way (a class
+  brings all its methods and bases); importing a module runs its top-level code, which is read too.
+
+Names are resolved as Python binds them, never matched as words: `torch.softmax` in a notebook does
+not reach `plmcourse.ref.softmax`, and a word in a string or a comment reaches nothing. The reading is
+generous where it cannot be exact (a name bound anywhere in a notebook counts for every cell, a
+local variable that shadows a module's name still reaches it), so it may keep more than a notebook
+uses, never less: an honest notebook loses nothing (tests/test_grading_every_assignment.py grades every
+solved notebook in the sandbox).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PACKAGE = "plmcourse"
+KERNEL_FOLDERS = ("grading",)  # what a kernel runs of the grading: read whole, never stubbed
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_DOTTED = re.compile(r"\bplmcourse(?:\.\w+)+")
+
+Target = tuple  # (module, name): a top-level definition; (module, None): the module itself
+
+
+@dataclass
+class Module:
+    name: str                                          # plmcourse.nn.attention
+    tree: ast.Module
+    is_package: bool
+    defs: dict = field(default_factory=dict)           # top-level function or class name -> its node
+    bound: dict = field(default_factory=dict)          # name -> (module, attribute or None), from imports
+    stars: list = field(default_factory=list)          # modules imported with *
+    imports: set = field(default_factory=set)          # modules its top-level code imports
+
+
+def index(package_dir: Path) -> dict[str, Module]:
+    """Every module of the package at `package_dir` (a folder named plmcourse), read, not imported."""
+    package_dir = Path(package_dir)
+    modules = {}
+    for path in sorted(package_dir.rglob("*.py")):
+        parts = path.relative_to(package_dir.parent).with_suffix("").parts
+        is_package = parts[-1] == "__init__"
+        name = ".".join(parts[:-1] if is_package else parts)
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except SyntaxError:
+            continue
+        modules[name] = _read_module(name, tree, is_package)
+    return modules
+
+
+def _read_module(name: str, tree: ast.Module, is_package: bool) -> Module:
+    module = Module(name, tree, is_package)
+    for node in _top_level(tree.body):
+        if isinstance(node, _DEFS):
+            module.defs[node.name] = node
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            _bind(module, node, module.bound, module.stars, module.imports)
+    return module
+
+
+def _top_level(body):
+    """The statements a module runs when imported, into if/try/with blocks but not into definitions."""
+    for node in body:
+        yield node
+        if isinstance(node, (ast.If, ast.Try, ast.With)) or type(node).__name__ == "TryStar":
+            for block in ("body", "orelse", "finalbody"):
+                yield from _top_level(getattr(node, block, []))
+            for handler in getattr(node, "handlers", []):
+                yield from _top_level(handler.body)
+
+
+def _bind(module: Module, node, bound: dict, stars: list, imports: set) -> None:
+    """What an import statement binds, in `module`'s namespace."""
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            imports.add(alias.name)
+            if alias.asname:
+                bound[alias.asname] = (alias.name, None)
+            else:
+                top = alias.name.split(".")[0]
+                bound[top] = (top, None)
+        return
+    base = _absolute(module, node)
+    if base is None:
+        return
+    imports.add(base)
+    for alias in node.names:
+        if alias.name == "*":
+            stars.append(base)
+        else:
+            bound[alias.asname or alias.name] = (base, alias.name)
+            imports.add(f"{base}.{alias.name}")  # a submodule, if it is one
+
+
+def _absolute(module: Module, node: ast.ImportFrom) -> str | None:
+    if not node.level:
+        return node.module
+    parts = module.name.split(".")
+    if not module.is_package:
+        parts = parts[:-1]
+    if node.level > 1:
+        parts = parts[: len(parts) - (node.level - 1)]
+    if not parts:
+        return None
+    return ".".join(parts + ([node.module] if node.module else []))
+
+
+class Reader:
+    """Resolves names and follows what reached code reaches, over one package's modules."""
+
+    def __init__(self, modules: dict[str, Module], stubbed=()):
+        self.modules = modules
+        self.stubbed = set(stubbed)          # (module, qualified name) whose body is a stub: nothing to read
+        self.kept: set[Target] = set()       # top-level definitions reached
+        self.loaded: set[str] = set()        # modules whose top-level code was read
+        self._todo: list = []
+        self.why: dict = {}                  # target -> what reached it first (a target, or "notebook")
+        self._reading = "notebook"
+
+    # -- resolution -------------------------------------------------------------------------------
+
+    def attribute(self, module: str, name: str, seen=None) -> Target | None:
+        """What `module.name` is: a definition, a submodule, or what an import there bound."""
+        seen = set() if seen is None else seen
+        if (module, name) in seen:
+            return None
+        seen.add((module, name))
+        found = self.modules.get(module)
+        if found is None:
+            return None
+        if name in found.defs:
+            return (module, name)
+        if name in found.bound:
+            return self.target(*found.bound[name], seen=seen)
+        if f"{module}.{name}" in self.modules:
+            return (f"{module}.{name}", None)
+        for star in found.stars:
+            hit = self.attribute(star, name, seen)
+            if hit is not None:
+                return hit
+        return None
+
+    def target(self, module: str, name: str | None, seen=None) -> Target | None:
+        if name is None:
+            return (module, None) if module in self.modules else None
+        return self.attribute(module, name, seen)
+
+    def chain(self, start: Target | None, parts) -> list[Target]:
+        """The targets of `start.parts[0].parts[1]...`, as far as each is a module's attribute."""
+        found = []
+        current = start
+        for part in parts:
+            if current is None or current[1] is not None:
+                break
+            current = self.attribute(current[0], part)
+            if current is not None:
+                found.append(current)
+        return found
+
+    # -- reading code -----------------------------------------------------------------------------
+
+    def read(self, node, scope: Module, extra: dict | None = None) -> None:
+        """Everything `node`'s code reaches, with `scope`'s names (and `extra`, a namespace of its own)."""
+        bound = dict(scope.bound)
+        stars, imports = list(scope.stars), set()
+        for inner in ast.walk(node):  # imports inside functions bind there; read as if they bound everywhere
+            if isinstance(inner, (ast.Import, ast.ImportFrom)):
+                _bind(scope, inner, bound, stars, imports)
+        bound.update(extra or {})
+        for name in imports:
+            self._load(name)
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Name):
+                self._reach(self._name(inner.id, scope, bound, stars))
+            elif isinstance(inner, ast.Attribute):
+                parts = _dotted(inner)
+                if parts:
+                    start = self._name(parts[0], scope, bound, stars)
+                    for hit in self.chain(start, parts[1:]):
+                        self._reach(hit)
+
+    def _name(self, name: str, scope: Module, bound: dict, stars: list) -> Target | None:
+        if name in bound:
+            return self.target(*bound[name])
+        if name in scope.defs and scope.name in self.modules:
+            return (scope.name, name)
+        for star in stars:
+            hit = self.attribute(star, name)
+            if hit is not None:
+                return hit
+        return None
+
+    def _reach(self, target: Target | None) -> None:
+        if target is None:
+            return
+        module, name = target
+        self._load(module)
+        if name is not None and target not in self.kept:
+            self.kept.add(target)
+            self.why[target] = self._reading
+            self._todo.append(target)
+
+    def _load(self, module: str) -> None:
+        """An import of `module` runs its packages' and its own top-level code: read it."""
+        parts = module.split(".")
+        for i in range(1, len(parts) + 1):
+            name = ".".join(parts[:i])
+            if name in self.modules and name not in self.loaded:
+                self.loaded.add(name)
+                self._todo.append((name, None))
+
+    def settle(self) -> set[Target]:
+        """Follow everything reached until nothing new is; the definitions kept."""
+        while self._todo:
+            module, name = self._todo.pop()
+            found = self.modules[module]
+            self._reading = (module, name)
+            if name is None:  # the module's own top-level code, definitions aside
+                for node in found.tree.body:
+                    if not isinstance(node, (*_DEFS, ast.Import, ast.ImportFrom)):
+                        self.read(node, found)
+                for imported in found.imports:
+                    self._load(imported)
+            elif (module, name) not in self.stubbed:
+                self._definition(found.defs[name], found)
+        return self.kept
+
+    def _definition(self, node, module: Module) -> None:
+        """Read a top-level function, or a class with each method that is not stubbed."""
+        if not isinstance(node, ast.ClassDef):
+            self.read(node, module)
+            return
+        for part in [*node.bases, *node.keywords, *node.decorator_list]:
+            self.read(part, module)
+        for statement in node.body:
+            if not (isinstance(statement, _DEFS) and (module.name, f"{node.name}.{statement.name}") in self.stubbed):
+                self.read(statement, module)
+
+
+def _dotted(node: ast.Attribute) -> list[str] | None:
+    """["a", "b", "c"] for the expression a.b.c; None when it does not start with a name."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return [node.id, *reversed(parts)]
+
+
+def notebook_code(notebooks) -> tuple[str, str]:
+    """(the code of every code cell, in Python syntax; the text of every markdown cell) of `notebooks`.
+    Code given to a magic that runs it (%time, %timeit, %%capture: demos.CODE_MAGICS) is code too."""
+    import nbformat
+
+    code, prose = [], []
+    for path in notebooks:
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "code":
+                code += _python(cell.source)
+            elif cell.cell_type == "markdown":
+                prose.append(cell.source)
+    return "\n".join(code), "\n".join(prose)
+
+
+def _python(source: str, depth: int = 0) -> list[str]:
+    """A cell in IPython syntax as Python that parses, and the code its magics run; [] when it does not parse."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    from plmcourse.autograde.demos import CODE_MAGICS
+
+    try:
+        python = TransformerManager().transform_cell(source)
+        tree = ast.parse(python)
+    except (SyntaxError, ValueError, RecursionError):
+        return []
+    found = [python]
+    for node in ast.walk(tree):
+        if (depth < 3 and isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("run_line_magic", "run_cell_magic") and node.args
+                and isinstance(node.args[0], ast.Constant) and node.args[0].value in CODE_MAGICS):
+            given = [a.value for a in node.args[1:] if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            found += _python("\n".join(given), depth + 1)
+    return found
+
+
+def reached(package_dir: Path, notebooks, stubbed=(), modules=None) -> set[Target]:
+    """The package's top-level definitions that the assignment of `notebooks` may use while graded.
+    `stubbed`: (module, qualified name) of functions stubbed anyway (the assignment's own graded
+    functions): what only their code reached is not reached."""
+    modules = index(package_dir) if modules is None else modules
+    reader = Reader(modules, stubbed)
+    code, prose = notebook_code(notebooks)
+    cells = _read_module("__notebook__", ast.parse(code), False)
+    reader.read(cells.tree, cells)
+    root = (PACKAGE, None)
+    for dotted in _DOTTED.findall(prose):
+        for hit in reader.chain(root, dotted.split(".")[1:]):
+            reader._reach(hit)
+    for name, module in modules.items():
+        if name == PACKAGE or name.split(".")[1] in KERNEL_FOLDERS:
+            reader._load(name)
+            for definition in module.defs:
+                reader._reach((name, definition))
+    return reader.settle()
+
+
+def unused(package_dir: Path, notebooks, stubbed=(), modules=None) -> dict[str, set[str]]:
+    """{module: top-level definitions not reached}, for every module outside the kernel's folders."""
+    modules = index(package_dir) if modules is None else modules
+    kept = reached(package_dir, notebooks, stubbed, modules)
+    return {name: {d for d in module.defs if (name, d) not in kept}
+            for name, module in modules.items()
+            if name != PACKAGE and name.split(".")[1] not in KERNEL_FOLDERS}

@@ -1,0 +1,174 @@
+"""What an assignment's kernel may use of the course package (plmcourse.autograde.exposure): the
+definitions its own notebooks reach, read as Python binds names, on a package built for the test and
+on the course's own."""
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from conftest import COURSE
+from plmcourse.autograde import exposure, sandbox
+
+SOURCE = Path(exposure.__file__).resolve().parent.parent
+
+TOY = {
+    "__init__.py": "",
+    "ref/__init__.py": "from plmcourse.ref.a import used, Model\nfrom .b import *\n",
+    "ref/a.py": '''\
+def used(x):
+    return helper(x)
+
+def helper(x):
+    return x
+
+def unused(x):
+    return x
+
+def softmax(x):
+    return x
+
+class Base:
+    def reset(self):
+        return None
+
+class Model(Base):
+    def forward(self):
+        return inner()
+
+    def own(self):
+        return only_own_reaches()
+
+def inner():
+    return None
+
+def only_own_reaches():
+    return None
+
+def exercise():
+    return deep()
+
+def deep():
+    return None
+
+def tabled():
+    return None
+
+TABLE = {"k": tabled}
+''',
+    "ref/b.py": '''\
+__all__ = ["starred"]
+
+def starred():
+    from plmcourse.ref.c import lazy
+    return lazy()
+
+def mentioned():
+    return None
+
+def never():
+    return None
+
+def timed():
+    return None
+''',
+    "ref/c.py": "def lazy():\n    return None\n\ndef beside_lazy():\n    return None\n",
+    "grading/__init__.py": "def check():\n    from plmcourse.ref.c import beside_lazy\n    return beside_lazy\n",
+}
+
+NOTEBOOK_CELLS = [
+    ("code", "import numpy as np\nimport torch\nimport plmcourse.ref as R\nfrom plmcourse.ref import Model"),
+    ("code", "R.used(1)\nR.starred()\nModel().forward()\ntorch.softmax(torch.ones(2), 0)"),
+    ("code", "s = 'plmcourse.ref.a.unused'  # plmcourse.ref.b.never\ndef mine():\n    \"\"\"unused\"\"\"\n    return 1"),
+    ("code", "%timeit R.timed()"),
+    ("code", "%%capture\nR.used(3)"),
+    ("markdown", "Compare with `plmcourse.ref.b.mentioned` and the word unused."),
+    ("code", "from plmcourse.ref.a import exercise\nexercise()"),
+]
+
+
+@pytest.fixture
+def toy(tmp_path):
+    package = tmp_path / "plmcourse"
+    for relative, text in TOY.items():
+        (package / relative).parent.mkdir(parents=True, exist_ok=True)
+        (package / relative).write_text(text)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(s) if kind == "code" else nbformat.v4.new_markdown_cell(s)
+                for kind, s in NOTEBOOK_CELLS]
+    nbformat.write(nb, tmp_path / "toy.ipynb")
+    return package, [tmp_path / "toy.ipynb"]
+
+
+def names(kept):
+    return {f"{module.removeprefix('plmcourse.')}.{name}" for module, name in kept}
+
+
+def test_what_the_notebook_binds_and_what_that_code_reaches_is_kept(toy):
+    package, notebooks = toy
+    kept = names(exposure.reached(package, notebooks))
+    # through an alias of a package, a re-export, a star import, a class's methods and bases,
+    # an import inside a function, a module's top-level table, the kernel's grading/, the markdown and %timeit
+    assert {"ref.a.used", "ref.a.helper", "ref.a.Model", "ref.a.Base", "ref.a.inner", "ref.a.only_own_reaches",
+            "ref.b.starred", "ref.c.lazy", "ref.a.tabled", "ref.c.beside_lazy", "ref.b.mentioned",
+            "ref.a.exercise", "ref.a.deep", "grading.check", "ref.b.timed"} <= kept
+    # a word in a string, a comment or a docstring, and a library's function of the same name, reach nothing
+    assert not {"ref.a.unused", "ref.b.never", "ref.a.softmax"} & kept
+
+
+def test_what_only_a_stubbed_function_reached_is_not_kept(toy):
+    package, notebooks = toy
+    kept = names(exposure.reached(package, notebooks, stubbed={("plmcourse.ref.a", "exercise"),
+                                                                ("plmcourse.ref.a", "Model.own")}))
+    assert "ref.a.exercise" in kept  # still there, as a stub
+    assert "ref.a.deep" not in kept and "ref.a.only_own_reaches" not in kept
+    assert "ref.a.inner" in kept     # the class's other method still reaches it
+
+
+def test_unused_lists_every_module_outside_the_kernel_s_folder(toy):
+    package, notebooks = toy
+    unused = exposure.unused(package, notebooks)
+    assert unused["plmcourse.ref.a"] == {"unused", "softmax"}
+    assert unused["plmcourse.ref.b"] == {"never"}
+    assert "plmcourse.grading" not in unused
+
+
+def test_the_stub_says_why_it_is_there():
+    source = "def f(x):\n    \"\"\"Doc.\"\"\"\n    return x\n"
+    stubbed = sandbox.stub_source(source, "plmcourse.ref.m", {"f"}, why=sandbox.NOT_USED)
+    namespace = {}
+    exec(stubbed, namespace)
+    with pytest.raises(RuntimeError, match="plmcourse.ref.m.f is not available while grading: this assignment's "
+                                           "notebook does not use it"):
+        namespace["f"](1)
+
+
+@pytest.fixture(scope="module")
+def course_modules():
+    return exposure.index(SOURCE)
+
+
+def reached_in(assignment, modules):
+    notebooks = sorted((COURSE / "source" / assignment).glob("*.ipynb"))
+    own = sandbox.graded_functions(notebooks)
+    stubbed = {(module, name) for module in modules if module.split(".")[1:2] in (["ref"], ["nn"], ["data"])
+               for name in own}
+    return names(exposure.reached(SOURCE, notebooks, stubbed, modules))
+
+
+@pytest.mark.parametrize("assignment, reaches, does_not", [
+    # 02's solution builds its cross-entropy on 01's log_softmax: the course means it to
+    ("02_language_models_elmo", {"ref.word_vectors.log_softmax"}, {"ref.sentence_embeddings.info_nce_loss"}),
+    # 09's prefix attention on 03's attention; 09 never uses 15's SFT loss
+    ("09_peft", {"ref.attention.scaled_dot_product_attention"}, {"ref.instruct.sft_loss", "nn.instruct.sft_loss"}),
+    # CLIP's loss is InfoNCE both ways: 08's InfoNCE is not 14's to call
+    ("14_text_and_images", set(), {"ref.sentence_embeddings.info_nce_loss", "nn.sentence_embeddings.info_nce_loss",
+                                   "ref.objectives.cross_entropy", "nn.objectives.cross_entropy"}),
+    # 05's cells name its own causal LM loss only; 02's cross-entropy was reached through that stub alone
+    ("05_gpt", {"nn.models.GPT"}, {"nn.objectives.cross_entropy", "ref.objectives.cross_entropy",
+                                   "ref.instruct.sft_loss"}),
+])
+def test_the_course_s_assignments_reach_what_they_use_only(assignment, reaches, does_not, course_modules):
+    kept = reached_in(assignment, course_modules)
+    assert reaches <= kept
+    assert not does_not & kept, sorted(does_not & kept)
