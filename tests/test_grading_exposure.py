@@ -172,3 +172,14 @@ def test_the_course_s_assignments_reach_what_they_use_only(assignment, reaches, 
     kept = reached_in(assignment, course_modules)
     assert reaches <= kept
     assert not does_not & kept, sorted(does_not & kept)
+
+
+@pytest.mark.integration
+def test_the_search_tries_only_what_the_notebooks_reach():
+    """grading_package searches only what an assignment reaches (the rest is stubbed whatever it computes):
+    a softmax outside `only` is not tried, and so not found."""
+    attention, log_softmax = "plmcourse/ref/attention.py", ("plmcourse/ref/word_vectors.py", "log_softmax")
+    search = sandbox.find_implementations(SOURCE, {"softmax"}, only={(attention, "softmax"), log_softmax})
+    assert search.found == {attention: ["softmax"]} and search.tried == 2, search  # log_softmax tried, failed
+    elsewhere = sandbox.find_implementations(SOURCE, {"softmax"}, only={log_softmax})
+    assert elsewhere.found == {} and elsewhere.tried == 1, elsewhere

@@ -340,7 +340,8 @@ def grading_package(folder: Path, names: set[str] | None = None, cache: Path | N
     * given the assignment's `notebooks`, every other top-level function and class that those
       notebooks do not reach is stubbed too (exposure.reached): another notebook's graded function
       (02's cross-entropy while 05's causal LM loss is graded) is a stub unless this notebook's
-      own code uses it, whatever arguments an answer would call it with.
+      own code uses it, whatever arguments an answer would call it with. The search then needs to
+      try only what the notebooks reach (for 14, 48 runs in about 5 s instead of 363 in 18 s).
 
     Mounted over the package inside the sandbox: an answer that calls one, under any name,
     or runs a copy of its code read from the package's files, fails like any wrong answer.
@@ -352,7 +353,16 @@ def grading_package(folder: Path, names: set[str] | None = None, cache: Path | N
     """
     source = Path(plmcourse.__file__).resolve().parent
     names = graded_functions() if names is None else set(names)
-    search = find_implementations(source, names, cache)
+    files = {_module_name(path.relative_to(source.parent).as_posix()): path.relative_to(source.parent).as_posix()
+             for path in sorted(source.rglob("*.py"))}
+    modules = exposure.index(source) if notebooks is not None else {}
+    only = None
+    if notebooks is not None:
+        # Only what the notebooks reach needs searching: everything else becomes a stub below whatever it computes.
+        by_name = {(module, name) for module, relative in files.items()
+                   if relative.split("/")[1] in STUBBED_FOLDERS for name in names}
+        only = {(files[module], name) for module, name in exposure.reached(source, notebooks, by_name, modules)}
+    search = find_implementations(source, names, cache, only=only)
     if report is not None:
         report.append(search.summary())
     own = {}  # file -> qualified names stubbed because they are (or behave as) this assignment's exercises
@@ -364,7 +374,6 @@ def grading_package(folder: Path, names: set[str] | None = None, cache: Path | N
     unused = {}
     if notebooks is not None:
         stubbed = {(_module_name(relative), name) for relative, found in own.items() for name in found}
-        modules = exposure.index(source)
         unused = exposure.unused(source, notebooks, stubbed, modules)
         if report is not None:
             copied = [_module_name(relative) for relative in own if _module_name(relative) in unused]
@@ -498,7 +507,7 @@ class Search:
 
 
 def find_implementations(package: Path, names, cache: Path | None = None,
-                         seconds: float = SEARCH_SECONDS) -> Search:
+                         seconds: float = SEARCH_SECONDS, only=None) -> Search:
     """Search the package in `package` (a plmcourse folder) for complete implementations of the
     graded functions in `names`, by behaviour: each function, method (on an instance made
     without __init__) and class of the modules the kernel's copy keeps, whose signature accepts
@@ -507,17 +516,20 @@ def find_implementations(package: Path, names, cache: Path | None = None,
 
     It runs in a child process, each candidate in a fork of it given `seconds` (one that hangs
     is skipped, and the report says so). The result is kept in `cache`, if given, under a hash
-    of the package's files and `names`, so that grading pays for it once.
+    of the package's files, `names` and `only`, so that grading pays for it once.
+    `only`: the (file, top-level name) pairs to try, a class with its methods (what an assignment's
+    notebooks reach: whatever else there is will be a stub anyway); None: every one.
     """
     package = Path(package).resolve()
     names = sorted(set(names) & graded_functions())
     if not names:
         return Search(names)
-    path = Path(cache) / f"implementations-{_search_key(package, names)}.json" if cache else None
+    only = None if only is None else sorted(f"{file}:{name}" for file, name in only)
+    path = Path(cache) / f"implementations-{_search_key(package, names, only)}.json" if cache else None
     if path is not None and path.is_file():
         with contextlib.suppress(ValueError, TypeError, OSError):
             return Search(**{**json.loads(path.read_text(encoding="utf-8")), "cached": True})
-    result = _run_search(package, names, seconds)
+    result = _run_search(package, names, seconds, only)
     if path is not None and not result.problem:
         path.parent.mkdir(parents=True, exist_ok=True)
         scratch = path.with_name(path.name + ".new")
@@ -526,20 +538,20 @@ def find_implementations(package: Path, names, cache: Path | None = None,
     return result
 
 
-def _search_key(package: Path, names) -> str:
-    digest = hashlib.sha256(f"{SEARCH_VERSION}\0{sys.version}\0{','.join(names)}".encode())
+def _search_key(package: Path, names, only=None) -> str:
+    digest = hashlib.sha256(f"{SEARCH_VERSION}\0{sys.version}\0{','.join(names)}\0{json.dumps(only)}".encode())
     for path in sorted(package.rglob("*.py")):
         digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:24]
 
 
-def _run_search(package: Path, names: list, seconds: float) -> Search:
+def _run_search(package: Path, names: list, seconds: float, only=None) -> Search:
     from plmcourse.autograde.cleanup import scratch_folder
 
     result = Search(names)
     started = time.monotonic()
     code = ("import sys; sys.path.insert(0, sys.argv[1]); from plmcourse.autograde.sandbox import search_worker; "
-            "search_worker(sys.argv[1], sys.argv[2].split(','), float(sys.argv[3]), int(sys.argv[4]))")
+            "search_worker(sys.argv[1], sys.argv[2].split(','), float(sys.argv[3]), int(sys.argv[4]), sys.argv[5])")
     read, write = os.pipe()
     with scratch_folder("plmcourse-search-") as scratch:
         # TMPDIR too: whatever a candidate writes (torch's compile cache, say) goes with the scratch folder.
@@ -548,7 +560,7 @@ def _run_search(package: Path, names: list, seconds: float) -> Search:
             env.pop(name, None)
         with open(scratch / "stderr.txt", "wb") as errors:
             worker = subprocess.Popen([sys.executable, "-P", "-c", code, str(package.parent), ",".join(names),
-                                       str(seconds), str(write)], pass_fds=(write,), cwd=scratch, env=env,
+                                       str(seconds), str(write), json.dumps(only)], pass_fds=(write,), cwd=scratch, env=env,
                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errors,
                                       preexec_fn=limit_memory_default)
             os.close(write)
@@ -580,8 +592,9 @@ def limit_memory_default() -> None:
     limit_memory(DEFAULT_MEMORY)
 
 
-def search_worker(package_parent: str, names: list, seconds: float, fd: int) -> None:
-    """The search's child process (find_implementations): one JSON line per finding on `fd`."""
+def search_worker(package_parent: str, names: list, seconds: float, fd: int, only: str = "null") -> None:
+    """The search's child process (find_implementations): one JSON line per finding on `fd`.
+    `only`: JSON, a list of "file:top-level name" to try, or null for every candidate."""
     import dataclasses
 
     import torch
@@ -596,7 +609,8 @@ def search_worker(package_parent: str, names: list, seconds: float, fd: int) -> 
     package = Path(package_parent, "plmcourse")
     if Path(plmcourse.__file__).resolve().parent != package.resolve():
         raise RuntimeError(f"the search imported plmcourse from {plmcourse.__file__}, not {package}")
-    candidates = list(_candidates(package))
+    only = json.loads(only)
+    candidates = list(_candidates(package, None if only is None else set(only)))
     tried = 0
     with os.fdopen(fd, "w", buffering=1, encoding="utf-8") as out:
         for name in names:
@@ -628,13 +642,15 @@ def _warm_up(check) -> None:
         check(lambda *args, **kwargs: None)
 
 
-def _candidates(package: Path):
+def _candidates(package: Path, only: set | None = None):
     """(file, qualified name, callable) for each function, class and method defined in the modules
-    of `package` that the kernel's copy keeps (not the judge's folder, not the machinery)."""
+    of `package` that the kernel's copy keeps (not the judge's folder, not the machinery); with
+    `only` ("file:top-level name"), those alone (a class with its methods)."""
     seen = set()
+    files = None if only is None else {entry.rsplit(":", 1)[0] for entry in only}
     for path in sorted(package.rglob("*.py")):
         relative = path.relative_to(package.parent).as_posix()
-        if _is_left_out(relative):
+        if _is_left_out(relative) or (files is not None and relative not in files):
             continue
         try:
             module = importlib.import_module(_module_name(relative))
@@ -642,6 +658,8 @@ def _candidates(package: Path):
             continue
         for value in list(vars(module).values()):
             for qualname, candidate in _callables(value, module.__name__, path):
+                if only is not None and f"{relative}:{qualname.split('.')[0]}" not in only:
+                    continue
                 if (relative, qualname) not in seen:
                     seen.add((relative, qualname))
                     yield relative, qualname, candidate

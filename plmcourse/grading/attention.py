@@ -20,6 +20,7 @@ check_softmax = Check(
     arg_names=("x",),
     name="check_softmax",
     doc="""Check a NumPy `softmax(x, axis=-1)`: stable, any axis, -inf entries, float32.""",
+    operators=True,
 )
 
 
@@ -27,6 +28,7 @@ check_scaled_dot_product_attention = Check(
     name="check_scaled_dot_product_attention",
     doc="""Check a NumPy `scaled_dot_product_attention(q, k, v, mask=None) -> (output, weights)`.""",
     arg_names=("q", "k", "v", "mask"),
+    operators=True,
 )
 
 
@@ -46,4 +48,5 @@ check_multi_head_attention = Check(
     `device` (default: the CPU).""",
     arg_names=("x_q", "x_kv", *WEIGHT_NAMES, "n_heads", "mask"),
     device=True,
+    operators=True,
 )

@@ -41,6 +41,7 @@ from types import CodeType, ModuleType
 import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from plmcourse.grading import wire
 from plmcourse.grading.wire import describe
@@ -191,6 +192,32 @@ class _WatchTorch(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
+class _WatchOperators(TorchDispatchMode):
+    """Notes each operator that reaches PyTorch's dispatcher ("torch:aten._softmax"), by the operator's
+    name, whatever Python path led there: torch.softmax, Tensor.softmax, torch.ops.aten._softmax called
+    directly, a library's own call inside a C++ function. Below autograd, so a backward pass is not in it."""
+
+    def __init__(self, seen):
+        super().__init__()
+        self.seen = seen
+        self.operators = set()  # named already: an answer in a loop runs the same few thousands of times
+
+
+def _note_operator(self, func, types, args=(), kwargs=None):
+    if func not in self.operators:
+        self.operators.add(func)
+        name = getattr(getattr(func, "overloadpacket", None), "__name__", None)
+        if name is not None:
+            self.seen.setdefault(f"torch:{getattr(func, 'namespace', 'aten')}.{name}", None)
+    return func(*args, **kwargs) if kwargs else func(*args)
+
+
+# Set after the class is made: TorchDispatchMode wraps a __torch_dispatch__ defined in the class body so that
+# torch._dynamo leaves it alone, and that wrapper imports torch._dynamo and sympy at the first operator (1.5 s
+# a kernel); this one is never compiled.
+_WatchOperators.__torch_dispatch__ = _note_operator
+
+
 # Threads that the kernel and its libraries run for themselves (ipykernel's channels, heartbeat and
 # output watchers, IPython's history writer, tqdm's monitor), by the module of their class or of
 # the function they run. Any other thread alive during a graded call is reported.
@@ -232,15 +259,20 @@ class _Record:
     torch._C._nn.scaled_dot_product_attention, Tensor.softmax. It watches this thread, and every
     thread started during the call (threading.setprofile), or on Python 3.12 and later every
     thread there is (threading.setprofile_all_threads). A TorchFunctionMode also sees, in this
-    thread, torch functions that a builtin calls (map(torch._softmax, ...)). (Recording aten
-    operators, with a TorchDispatchMode, would also see torch.ops.aten.* called directly, but its
-    first use loads sympy and torch._dynamo: 1.7 s per kernel.)
+    thread, torch functions that a builtin calls (map(torch._softmax, ...)). With `operators`, a
+    TorchDispatchMode notes, in this thread, every operator that reaches the dispatcher by its name
+    ("torch:aten._softmax"), however it was reached (torch.ops.aten._softmax called directly, a library
+    call inside TorchScript): a check's `flag_library` names (judging.core.library_calls) match those
+    too, as evidence.
 
     What cannot be watched is reported, as calls named "thread:...": on Python 3.11 a thread that
     was already running (one the answer could hand its work to), unless it is the kernel's own
     (OWN_THREADS); a thread started during the call other than through threading.Thread; and the
     profile function switched off by the call. A person reads them: the kernel could lie anyway.
     """
+
+    def __init__(self, operators=False):
+        self.watch_operators = operators
 
     def __enter__(self):
         self.codes, self.functions = {}, {}  # dicts as ordered sets: the first call first
@@ -267,6 +299,9 @@ class _Record:
         self._note_threads()
         self.mode = _WatchTorch(self.functions)
         self.mode.__enter__()
+        self.operators = _WatchOperators(self.functions) if self.watch_operators else None
+        if self.operators is not None:
+            self.operators.__enter__()
         # The profile function last: the recorder's own setting up is not among the calls.
         if self.all_threads:
             threading.setprofile_all_threads(profile)
@@ -283,6 +318,8 @@ class _Record:
         else:
             sys.setprofile(self.previous)
             threading.setprofile(self.previous_threads)
+        if self.operators is not None:
+            self.operators.__exit__(None, None, None)
         self.mode.__exit__(None, None, None)
         if switched_off:
             self.evidence.setdefault("thread:the recorder was switched off during the call", None)
@@ -315,13 +352,15 @@ class _Record:
         return tuple(dict.fromkeys(recorded))
 
 
-def call_student(fn, case):
-    """Call `fn` on the case, here, and return the Reply (the student's own exception included)."""
+def call_student(fn, case, operators=False):
+    """Call `fn` on the case, here, and return the Reply (the student's own exception included).
+    operators: also name each operator that reaches PyTorch's dispatcher (about 10 µs an operator, so
+    only for the checks whose judge reads them: Check.operators)."""
     reply = Reply()
     # NumPy's warnings (an overflow in exp, a division by zero) are recorded, not printed: the check's one
     # sentence says what went wrong, and lines above it would bury it. The cell's np.errstate still decides
     # whether NumPy warns or raises.
-    with _Record() as record, warnings.catch_warnings(record=True):
+    with _Record(operators) as record, warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
         try:
             reply.value = fn(*case.args, **case.kwargs)
@@ -386,6 +425,7 @@ class Check:
     arg_names: tuple
     device: bool = False
     driver: object = None
+    operators: bool = False  # the kernel names the operators each call dispatches (its judge's flag_library reads them)
 
     def __post_init__(self):
         self.__doc__ = self.doc
@@ -427,6 +467,7 @@ def serve(connection, name, fn, hidden):
     """Tell the judge that `name` runs, answer its calls with `fn`, and show its verdict."""
     with SEND_LOCK:
         wire.send(connection, {"check": name, "hidden": bool(hidden)})
+    operators = _declaration(name).operators
     errors = []
     while True:
         message = wire.receive(connection)
@@ -443,7 +484,7 @@ def serve(connection, name, fn, hidden):
         upstream = wire.decode(message["upstream"]) if message.get("upstream") is not None else None
         case = Case("", tuple(args), kwargs, grad_leaves=tuple(message.get("grad_leaves", ())),
                     upstream=upstream, grad_of=message.get("grad_of"))
-        reply = _call_with_limit(fn, case, CALL_SECONDS)
+        reply = _call_with_limit(fn, case, CALL_SECONDS, operators)
         if reply.error is not None:
             errors.append(reply.error)
         with SEND_LOCK:
@@ -487,7 +528,14 @@ CALL_SECONDS = max(1.0, int(os.environ.get("PLMCOURSE_CELL_SECONDS", "60")) / 2)
 STUDENT_THREAD = "student function"
 
 
-def _call_with_limit(fn, case, seconds):
+def _declaration(name):
+    """The Check a test cell calls as `name`."""
+    from plmcourse import grading
+
+    return getattr(grading, name)
+
+
+def _call_with_limit(fn, case, seconds, operators=False):
     """call_student in a thread, given up after `seconds`: a loop that swallows interrupts
     (`except BaseException: pass`) cannot hold the test cell, and with it the notebook.
 
@@ -498,7 +546,7 @@ def _call_with_limit(fn, case, seconds):
 
     def call():
         try:
-            box["reply"] = call_student(fn, case)
+            box["reply"] = call_student(fn, case, operators)
         except BaseException as error:  # SystemExit, KeyboardInterrupt raised by the student's code
             box["reply"] = Reply(error=error)
 

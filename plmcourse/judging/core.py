@@ -297,7 +297,7 @@ def run_check(name, fn, cases, *, arg_names, reference, judge, seal=(), explain_
         expected = reference(case)
         before = [_copy(value) for _, value in _array_inputs(case)]
         try:
-            reply = fn.answer(case) if isinstance(fn, Remote) else call_student(fn, case)
+            reply = fn.answer(case) if isinstance(fn, Remote) else call_student(fn, case, bool(flag_library))
         except (wire.WireError, ConnectionError, OSError):
             if first is None:
                 raise
