@@ -33,7 +33,6 @@ from pathlib import Path
 import nbformat
 
 import plmcourse
-from bench.common import machine, write_result
 from plmcourse.release import nbgrader_env, release_course, solved_release
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -220,6 +219,10 @@ def main(argv=None):
 def record(label: str, rows: list[dict]) -> None:
     """Keep this run's rows under `label` ("before", "after") and rebuild the table that sets them side by
     side (bench/results/grading_cross_notebook.json, in RESULTS.md)."""
+    if str(ROOT) not in sys.path:
+        sys.path.append(str(ROOT))  # run as a script from elsewhere: after PYTHONPATH's plmcourse
+    from bench.common import machine, write_result
+
     runs = json.loads(RUNS.read_text()) if RUNS.exists() else {}
     commit = subprocess.run(["git", "-C", str(Path(plmcourse.__file__).parent), "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()
