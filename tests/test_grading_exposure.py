@@ -73,6 +73,7 @@ def timed():
     return None
 ''',
     "ref/c.py": "def lazy():\n    return None\n\ndef beside_lazy():\n    return None\n",
+    "data/__init__.py": "def _table():\n    return {}\n\nTABLE = _table()  # run at import\n\ndef unused_data():\n    return 1\n\nif __name__ == '__main__':\n    unused_data()\n",
     "grading/__init__.py": "def check():\n    from plmcourse.ref.c import beside_lazy\n    return beside_lazy\n",
 }
 
@@ -112,6 +113,8 @@ def test_what_the_notebook_binds_and_what_that_code_reaches_is_kept(toy):
     assert {"ref.a.used", "ref.a.helper", "ref.a.Model", "ref.a.Base", "ref.a.inner", "ref.a.only_own_reaches",
             "ref.b.starred", "ref.c.lazy", "ref.a.tabled", "ref.c.beside_lazy", "ref.b.mentioned",
             "ref.a.exercise", "ref.a.deep", "grading.check", "ref.b.timed"} <= kept
+    # a module nobody imports may still be imported: what its top level runs is kept (not its __main__ block)
+    assert "data._table" in kept and "data.unused_data" not in kept
     # a word in a string, a comment or a docstring, and a library's function of the same name, reach nothing
     assert not {"ref.a.unused", "ref.b.never", "ref.a.softmax"} & kept
 
@@ -153,7 +156,7 @@ def reached_in(assignment, modules):
     own = sandbox.graded_functions(notebooks)
     stubbed = {(module, name) for module in modules if module.split(".")[1:2] in (["ref"], ["nn"], ["data"])
                for name in own}
-    return names(exposure.reached(SOURCE, notebooks, stubbed, modules))
+    return names(exposure.reached(SOURCE, notebooks, stubbed, modules, sandbox.kernel_modules(SOURCE)))
 
 
 @pytest.mark.parametrize("assignment, reaches, does_not", [

@@ -23,6 +23,7 @@ import nbformat
 import pytest
 
 import plmcourse
+from conftest import COURSE
 from plmcourse.autograde import sandbox, workflow
 
 WHY_NOT = sandbox.available()
@@ -596,10 +597,12 @@ PROBE = """
 
 @pytest.fixture(scope="module")
 def package_03_01(tmp_path_factory):
-    """The sandbox's package for an assignment grading softmax and log_softmax (03's and 01's)."""
+    """The sandbox's package for an assignment grading softmax and log_softmax (03's and 01's), made as
+    grading makes it: what 03's notebook reaches searched, the rest stubbed."""
     report = []
+    notebooks = sorted((COURSE / "source" / "03_attention").glob("*.ipynb"))
     package = sandbox.grading_package(tmp_path_factory.mktemp("package"), {"softmax", "log_softmax"},
-                                      report=report)
+                                      report=report, notebooks=notebooks)
     return package, report
 
 
@@ -741,14 +744,17 @@ def test_the_search_runs_once_per_package_and_assignment(tmp_path):
     copy = tmp_path / "plmcourse"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
     cache = tmp_path / "cache"
-    first = sandbox.find_implementations(copy, {"softmax"}, cache=cache)
-    again = sandbox.find_implementations(copy, {"softmax"}, cache=cache)
+    only = {("plmcourse/ref/attention.py", "softmax"), ("plmcourse/ref/word_vectors.py", "log_softmax")}
+    first = sandbox.find_implementations(copy, {"softmax"}, cache=cache, only=only)
+    again = sandbox.find_implementations(copy, {"softmax"}, cache=cache, only=only)
     assert not first.cached and again.cached and again.found == first.found and again.seconds == first.seconds
     assert "result cached" in again.summary()
+    # another assignment's reach is another search
+    assert not sandbox.find_implementations(copy, {"softmax"}, cache=cache, only={("plmcourse/ref/attention.py", "softmax")}).cached
     with open(copy / "viz.py", "a", encoding="utf-8") as f:
         f.write("\n# changed\n")
-    assert not sandbox.find_implementations(copy, {"softmax"}, cache=cache).cached
-    assert len(list(cache.iterdir())) == 2
+    assert not sandbox.find_implementations(copy, {"softmax"}, cache=cache, only=only).cached
+    assert len(list(cache.iterdir())) == 3
 
 
 def test_the_search_cache_is_the_course_s_own_unless_a_folder_is_named(tmp_path, monkeypatch):

@@ -11,7 +11,8 @@ notebook uses (sandbox.grading_package stubs the rest):
   `plmcourse.nn.attention.causal_mask(n)`, an import inside a function), every `plmcourse.a.b`
   named in their markdown, and the whole of `grading/` (the kernel's own machinery);
 * from a reached function or class, everything its code reaches in turn, read the same way (a class
-  brings all its methods and bases); importing a module runs its top-level code, which is read too.
+  brings all its methods and bases); and the top-level code of every module the kernel's copy holds,
+  since any of them may be imported (`ANALOGIES = _analogies()` keeps `_analogies`).
 
 Names are resolved as Python binds them, never matched as words: `torch.softmax` in a notebook does
 not reach `plmcourse.ref.softmax`, and a word in a string or a comment reaches nothing. The reading is
@@ -123,8 +124,9 @@ def _absolute(module: Module, node: ast.ImportFrom) -> str | None:
 class Reader:
     """Resolves names and follows what reached code reaches, over one package's modules."""
 
-    def __init__(self, modules: dict[str, Module], stubbed=()):
+    def __init__(self, modules: dict[str, Module], stubbed=(), present=None):
         self.modules = modules
+        self.present = set(modules) if present is None else set(present)  # the modules the kernel's copy holds
         self.stubbed = set(stubbed)          # (module, qualified name) whose body is a stub: nothing to read
         self.kept: set[Target] = set()       # top-level definitions reached
         self.loaded: set[str] = set()        # modules whose top-level code was read
@@ -206,7 +208,7 @@ class Reader:
         return None
 
     def _reach(self, target: Target | None) -> None:
-        if target is None:
+        if target is None or target[0] not in self.present:
             return
         module, name = target
         self._load(module)
@@ -220,7 +222,7 @@ class Reader:
         parts = module.split(".")
         for i in range(1, len(parts) + 1):
             name = ".".join(parts[:i])
-            if name in self.modules and name not in self.loaded:
+            if name in self.present and name not in self.loaded:
                 self.loaded.add(name)
                 self._todo.append((name, None))
 
@@ -232,7 +234,7 @@ class Reader:
             self._reading = (module, name)
             if name is None:  # the module's own top-level code, definitions aside
                 for node in found.tree.body:
-                    if not isinstance(node, (*_DEFS, ast.Import, ast.ImportFrom)):
+                    if not isinstance(node, (*_DEFS, ast.Import, ast.ImportFrom)) and not _main_guard(node):
                         self.read(node, found)
                 for imported in found.imports:
                     self._load(imported)
@@ -250,6 +252,13 @@ class Reader:
         for statement in node.body:
             if not (isinstance(statement, _DEFS) and (module.name, f"{node.name}.{statement.name}") in self.stubbed):
                 self.read(statement, module)
+
+
+def _main_guard(node) -> bool:
+    """`if __name__ == "__main__":`, whose block an import does not run."""
+    test = getattr(node, "test", None) if isinstance(node, ast.If) else None
+    return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
+            and len(test.comparators) == 1 and getattr(test.comparators[0], "value", None) == "__main__")
 
 
 def _dotted(node: ast.Attribute) -> list[str] | None:
@@ -299,12 +308,15 @@ def _python(source: str, depth: int = 0) -> list[str]:
     return found
 
 
-def reached(package_dir: Path, notebooks, stubbed=(), modules=None) -> set[Target]:
+def reached(package_dir: Path, notebooks, stubbed=(), modules=None, present=None) -> set[Target]:
     """The package's top-level definitions that the assignment of `notebooks` may use while graded.
     `stubbed`: (module, qualified name) of functions stubbed anyway (the assignment's own graded
-    functions): what only their code reached is not reached."""
+    functions): what only their code reached is not reached. `present`: the modules the kernel's copy
+    holds (default: all); every one of them may be imported, so what their top-level code runs is kept."""
     modules = index(package_dir) if modules is None else modules
-    reader = Reader(modules, stubbed)
+    reader = Reader(modules, stubbed, present)
+    for name in reader.present:  # an import of any module must work: its top level is read as run
+        reader._load(name)
     code, prose = notebook_code(notebooks)
     cells = _read_module("__notebook__", ast.parse(code), False)
     reader.read(cells.tree, cells)
@@ -320,10 +332,10 @@ def reached(package_dir: Path, notebooks, stubbed=(), modules=None) -> set[Targe
     return reader.settle()
 
 
-def unused(package_dir: Path, notebooks, stubbed=(), modules=None) -> dict[str, set[str]]:
+def unused(package_dir: Path, notebooks, stubbed=(), modules=None, present=None) -> dict[str, set[str]]:
     """{module: top-level definitions not reached}, for every module outside the kernel's folders."""
     modules = index(package_dir) if modules is None else modules
-    kept = reached(package_dir, notebooks, stubbed, modules)
+    kept = reached(package_dir, notebooks, stubbed, modules, present)
     return {name: {d for d in module.defs if (name, d) not in kept}
             for name, module in modules.items()
             if name != PACKAGE and name.split(".")[1] not in KERNEL_FOLDERS}
