@@ -165,3 +165,15 @@ def test_students_are_dealt_out_without_overlap():
         ["--CourseDirectory.student_id_exclude=bob,dee"], ["--CourseDirectory.student_id_exclude=ann,cy,eve"]]
     assert _only(students, ["cy"]) == ["--student=cy"]
     assert _only(["ann"], ["ann"]) == ["--student=ann"]
+
+
+def test_a_submission_nbgrader_could_not_grade_is_reported_with_its_cause():
+    """nbgrader's last line is "Please see the above traceback"; the report line names the exception above it."""
+    from plmcourse.autograde.workflow import _last_line
+
+    log = ("[AutogradeApp | INFO] Autograding honest\nTraceback (most recent call last):\n  File \"x.py\", line 3\n"
+           "nbclient.exceptions.DeadKernelError: Kernel died\n"
+           "[AutogradeApp | ERROR] Please see the the above traceback for details on the specific errors.\n")
+    assert _last_line(log).startswith("nbclient.exceptions.DeadKernelError: Kernel died (")
+    assert _last_line("RuntimeError: Kernel didn't respond in 60 seconds") == "RuntimeError: Kernel didn't respond in 60 seconds"
+    assert _last_line("one plain line\n") == "one plain line" and _last_line("") == "no message"

@@ -608,9 +608,18 @@ def _review(course: Path, assignment: str, students: list[str], kernel_flags: li
     return problems + [flag.line() for flag in flags]
 
 
+# A line of nbgrader's log that names what went wrong: an exception ("nbclient.exceptions.DeadKernelError: ...").
+_EXCEPTION_LINE = re.compile(r"^[\w.]*(Error|Exception|Exit|Interrupt|Timeout)\b[\w.]*: .+")
+
+
 def _last_line(text: str) -> str:
+    """What nbgrader's log says went wrong: its last exception line, with its own last line (often "Please
+    see the above traceback ..."), else the last line."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1][:300] if lines else "no message"
+    if not lines:
+        return "no message"
+    cause = next((line for line in reversed(lines) if _EXCEPTION_LINE.match(line)), None)
+    return (f"{cause[:300]} ({lines[-1][:120]})" if cause and cause != lines[-1] else lines[-1][:300])
 
 
 def _only(students: list[str], group: list[str]) -> list[str]:
