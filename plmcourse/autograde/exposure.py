@@ -131,8 +131,6 @@ class Reader:
         self.kept: set[Target] = set()       # top-level definitions reached
         self.loaded: set[str] = set()        # modules whose top-level code was read
         self._todo: list = []
-        self.why: dict = {}                  # target -> what reached it first (a target, or "notebook")
-        self._reading = "notebook"
 
     # -- resolution -------------------------------------------------------------------------------
 
@@ -214,7 +212,6 @@ class Reader:
         self._load(module)
         if name is not None and target not in self.kept:
             self.kept.add(target)
-            self.why[target] = self._reading
             self._todo.append(target)
 
     def _load(self, module: str) -> None:
@@ -231,7 +228,6 @@ class Reader:
         while self._todo:
             module, name = self._todo.pop()
             found = self.modules[module]
-            self._reading = (module, name)
             if name is None:  # the module's own top-level code, definitions aside
                 for node in found.tree.body:
                     if not isinstance(node, (*_DEFS, ast.Import, ast.ImportFrom)) and not _main_guard(node):
@@ -326,7 +322,6 @@ def reached(package_dir: Path, notebooks, stubbed=(), modules=None, present=None
             reader._reach(hit)
     for name, module in modules.items():
         if name == PACKAGE or name.split(".")[1] in KERNEL_FOLDERS:
-            reader._load(name)
             for definition in module.defs:
                 reader._reach((name, definition))
     return reader.settle()
