@@ -55,6 +55,36 @@ def tabled():
     return None
 
 TABLE = {"k": tabled}
+
+def registered():
+    return None
+
+REGISTRY = []
+REGISTRY.append(registered)  # run at import: REGISTRY is bound twice, so it is top-level code
+
+def ce(x, target):
+    return x
+
+def partial(f, **bound):
+    return f
+
+lm_loss = partial(ce, target=0)  # a callable that is not a def
+shortcut = lambda x: ce(x, 0)
+
+def decorate(f):
+    return f
+
+@decorate
+def decorated(x=tabled):
+    return x
+
+class Typed:
+    pass
+
+Alias = list
+
+def annotated(x: Typed, y: Alias = None) -> Typed:
+    return x
 ''',
     "ref/b.py": '''\
 __all__ = ["starred"]
@@ -73,7 +103,9 @@ def timed():
     return None
 ''',
     "ref/c.py": "def lazy():\n    return None\n\ndef beside_lazy():\n    return None\n",
-    "data/__init__.py": "def _table():\n    return {}\n\nTABLE = _table()  # run at import\n\ndef unused_data():\n    return 1\n\nif __name__ == '__main__':\n    unused_data()\n",
+    "data/__init__.py": "def _table():\n    return {}\n\nTABLE = _table()\n\ndef _build():\n    return 1\n\n"
+                        "print(_build())  # run at import\n\ndef unused_data():\n    return 1\n\n"
+                        "if __name__ == '__main__':\n    unused_data()\n",
     "grading/__init__.py": "def check():\n    from plmcourse.ref.c import beside_lazy\n    return beside_lazy\n",
 }
 
@@ -109,14 +141,33 @@ def test_what_the_notebook_binds_and_what_that_code_reaches_is_kept(toy):
     package, notebooks = toy
     kept = names(exposure.reached(package, notebooks))
     # through an alias of a package, a re-export, a star import, a class's methods and bases,
-    # an import inside a function, a module's top-level table, the kernel's grading/, the markdown and %timeit
+    # an import inside a function, the kernel's grading/, the markdown and %timeit
     assert {"ref.a.used", "ref.a.helper", "ref.a.Model", "ref.a.Base", "ref.a.inner", "ref.a.only_own_reaches",
-            "ref.b.starred", "ref.c.lazy", "ref.a.tabled", "ref.c.beside_lazy", "ref.b.mentioned",
+            "ref.b.starred", "ref.c.lazy", "ref.c.beside_lazy", "ref.b.mentioned",
             "ref.a.exercise", "ref.a.deep", "grading.check", "ref.b.timed"} <= kept
-    # a module nobody imports may still be imported: what its top level runs is kept (not its __main__ block)
-    assert "data._table" in kept and "data.unused_data" not in kept
+    # a module nobody imports may still be imported: what its top level runs is kept (not its __main__ block),
+    # and so is what a definition runs at import: its decorator and its default values
+    assert {"data._build", "ref.a.registered", "ref.a.decorate", "ref.a.tabled"} <= kept
+    assert "data.unused_data" not in kept
+    # an annotation is evaluated at import, but naming a stubbed class there is harmless: only a value it names
+    # (which typing may operate on) is kept
+    assert "ref.a.Alias" in kept and not {"ref.a.Typed", "ref.a.annotated"} & kept
+    # a module-level value is kept where it is reached, and what it holds only then: a table nobody reads, a
+    # partial and a lambda (callables that are not defs) keep nothing
+    assert not {"data.TABLE", "data._table", "ref.a.TABLE", "ref.a.lm_loss", "ref.a.shortcut", "ref.a.ce",
+                "ref.a.partial"} & kept
     # a word in a string, a comment or a docstring, and a library's function of the same name, reach nothing
     assert not {"ref.a.unused", "ref.b.never", "ref.a.softmax"} & kept
+
+
+def test_a_value_the_notebook_reaches_keeps_what_it_holds(toy):
+    package, notebooks = toy
+    extra = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "from plmcourse.ref.a import lm_loss\nimport plmcourse.data\nlm_loss(plmcourse.data.TABLE)")])
+    nbformat.write(extra, notebooks[0].parent / "extra.ipynb")
+    kept = names(exposure.reached(package, [*notebooks, notebooks[0].parent / "extra.ipynb"]))
+    assert {"ref.a.lm_loss", "ref.a.ce", "ref.a.partial", "data.TABLE", "data._table"} <= kept
+    assert "ref.a.shortcut" not in kept
 
 
 def test_what_only_a_stubbed_function_reached_is_not_kept(toy):
@@ -131,7 +182,8 @@ def test_what_only_a_stubbed_function_reached_is_not_kept(toy):
 def test_unused_lists_every_module_outside_the_kernel_s_folder(toy):
     package, notebooks = toy
     unused = exposure.unused(package, notebooks)
-    assert unused["plmcourse.ref.a"] == {"unused", "softmax"}
+    assert unused["plmcourse.ref.a"] == {"unused", "softmax", "TABLE", "ce", "partial", "lm_loss", "shortcut", "decorated",
+                                          "Typed", "annotated"}
     assert unused["plmcourse.ref.b"] == {"never"}
     assert "plmcourse.grading" not in unused
 
@@ -144,6 +196,23 @@ def test_the_stub_says_why_it_is_there():
     with pytest.raises(RuntimeError, match="plmcourse.ref.m.f is not available while grading: this assignment's "
                                            "notebook does not use it"):
         namespace["f"](1)
+
+
+def test_a_stubbed_value_says_why_and_its_module_still_imports():
+    source = ("import functools\n\ndef ce(x, target):\n    return x\n\n"
+              "lm_loss = functools.partial(\n    ce,\n    target=0)\nafter = 1\n")
+    stubbed = sandbox.stub_source(source, "plmcourse.ref.m", {"lm_loss", "ce"}, why=sandbox.NOT_USED)
+    assert len(stubbed.splitlines()) == len(source.splitlines())  # the lines keep their numbers
+    namespace = {}
+    exec(stubbed, namespace)
+    assert namespace["after"] == 1
+    said = "plmcourse.ref.m.lm_loss is not available while grading: this assignment's notebook does not use it"
+    for use in (lambda f: f(1), lambda f: f[0], lambda f: list(f), lambda f: len(f), lambda f: bool(f)):
+        with pytest.raises(RuntimeError, match=said):
+            use(namespace["lm_loss"])
+    with pytest.raises(AttributeError, match=said):
+        namespace["lm_loss"].func  # functools.partial's own attribute is gone with it
+    assert getattr(namespace["lm_loss"], "__wrapped__", None) is None  # introspection with a default still works
 
 
 @pytest.fixture(scope="module")
@@ -186,3 +255,52 @@ def test_the_search_tries_only_what_the_notebooks_reach():
     assert search.found == {attention: ["softmax"]} and search.tried == 2, search  # log_softmax tried, failed
     elsewhere = sandbox.find_implementations(SOURCE, {"softmax"}, only={log_softmax})
     assert elsewhere.found == {} and elsewhere.tried == 1, elsewhere
+
+
+IMPORT_EVERY_MODULE = r'''
+import importlib, json, sys
+copies, failed = json.loads(sys.argv[1]), {}
+for folder, modules in copies.items():
+    sys.path.insert(0, folder)
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception as error:
+            failed.setdefault(folder, []).append(f"{module}: {type(error).__name__}: {error}")
+    sys.path.pop(0)
+    for name in [n for n in sys.modules if n == "plmcourse" or n.startswith("plmcourse.")]:
+        del sys.modules[name]
+print(json.dumps(failed))
+'''
+
+
+def test_every_module_of_every_assignment_s_kernel_copy_imports(tmp_path, course_modules):
+    """Stubbing what a notebook does not reach (functions, classes and module-level values) must leave every
+    module importable in every assignment's kernel: an import runs its module's top level, the defaults and
+    decorators of its definitions, and whatever other modules it imports."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    present = sandbox.kernel_modules(SOURCE)
+    copies = {}
+    for folder in sorted((COURSE / "source").iterdir()):
+        notebooks = sorted(folder.glob("*.ipynb"))
+        own = sandbox.graded_functions(notebooks)
+        stubbed = {(m, n) for m in course_modules if m.split(".")[1:2] in ([f] for f in sandbox.STUBBED_FOLDERS)
+                   for n in own}
+        unused = exposure.unused(SOURCE, notebooks, stubbed, course_modules, present)
+        assert sum(map(len, unused.values())) > 100, folder.name  # most of the package is stubbed
+        target = tmp_path / folder.name / "plmcourse"
+        shutil.copytree(SOURCE, target, ignore=shutil.ignore_patterns("__pycache__", *sandbox.LEFT_OUT))
+        for path in target.rglob("*.py"):
+            module = sandbox._module_name(path.relative_to(tmp_path / folder.name).as_posix())
+            path.write_text(sandbox.stub_source(path.read_text(), module, unused.get(module, set()),
+                                                why=sandbox.NOT_USED))
+        copies[str(target.parent)] = sorted(present)
+    run = subprocess.run([sys.executable, "-c", IMPORT_EVERY_MODULE, json.dumps(copies)], capture_output=True,
+                         text=True, timeout=300, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert json.loads(run.stdout) == {}
+    assert len(copies) == 16

@@ -11,8 +11,15 @@ notebook uses (sandbox.grading_package stubs the rest):
   `plmcourse.nn.attention.causal_mask(n)`, an import inside a function), every `plmcourse.a.b`
   named in their markdown, and the whole of `grading/` (the kernel's own machinery);
 * from a reached function or class, everything its code reaches in turn, read the same way (a class
-  brings all its methods and bases); and the top-level code of every module the kernel's copy holds,
-  since any of them may be imported (`ANALOGIES = _analogies()` keeps `_analogies`).
+  brings all its methods and bases); and the code that importing a module runs, for every module the
+  kernel's copy holds, since any of them may be imported: its top-level statements, and the decorators,
+  default values, annotations and class bodies of its definitions (`@register` keeps `register`).
+
+A module-level value (`WORD = re.compile(...)`, `ANALOGIES = _analogies()`, `loss = partial(ce, ...)`,
+`score = Scorer()`) is a definition like a function: whatever it holds, it is usable only where it is
+reached, and its right-hand side is read (`_analogies` kept) only then. What is callable is not only
+what is a `def`. A value is one name assigned once, at the module's top level, outside any `if` or
+`try`; a name bound any other way, or more than once, is top-level code and always read.
 
 Names are resolved as Python binds them, never matched as words: `torch.softmax` in a notebook does
 not reach `plmcourse.ref.softmax`, and a word in a string or a comment reaches nothing. The reading is
@@ -43,6 +50,7 @@ class Module:
     tree: ast.Module
     is_package: bool
     defs: dict = field(default_factory=dict)           # top-level function or class name -> its node
+    values: dict = field(default_factory=dict)         # name assigned once at the top level -> the assignment
     bound: dict = field(default_factory=dict)          # name -> (module, attribute or None), from imports
     stars: list = field(default_factory=list)          # modules imported with *
     imports: set = field(default_factory=set)          # modules its top-level code imports
@@ -66,12 +74,74 @@ def index(package_dir: Path) -> dict[str, Module]:
 
 def _read_module(name: str, tree: ast.Module, is_package: bool) -> Module:
     module = Module(name, tree, is_package)
+    times_bound = {}
     for node in _top_level(tree.body):
         if isinstance(node, _DEFS):
             module.defs[node.name] = node
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             _bind(module, node, module.bound, module.stars, module.imports)
+        for bound in _binds(node):
+            times_bound[bound] = times_bound.get(bound, 0) + 1
+    for node in tree.body:
+        value_of = value_name(node)
+        if value_of and times_bound[value_of] == 1:
+            module.values[value_of] = node
     return module
+
+
+def _binds(node) -> list[str]:
+    """The names a top-level statement binds in its module (not those bound inside a definition)."""
+    if isinstance(node, _DEFS):
+        return [node.name]
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return [alias.asname or alias.name.split(".")[0] for alias in node.names]
+    targets = []
+    if isinstance(node, ast.Assign):
+        targets = node.targets
+    elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)):
+        targets = [node.target]
+    elif isinstance(node, (ast.With, ast.AsyncWith)):
+        targets = [item.optional_vars for item in node.items if item.optional_vars is not None]
+    return [n.id for target in targets for n in ast.walk(target) if isinstance(n, ast.Name)]
+
+
+def value_name(node) -> str | None:
+    """The name of `NAME = value` (or `NAME: type = value`): one plain name, not a dunder such as __all__."""
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        target = node.targets[0]
+    elif isinstance(node, ast.AnnAssign) and node.value is not None:
+        target = node.target
+    else:
+        return None
+    if not isinstance(target, ast.Name) or (target.id.startswith("__") and target.id.endswith("__")):
+        return None
+    return target.id
+
+
+def _import_time(node) -> tuple[list, list]:
+    """(code, annotations): what a definition runs when its module is imported. Code: decorators and default
+    values of a function; bases, keywords, decorators and the statements of a class's body. Annotations are
+    evaluated too (without `from __future__ import annotations`), but only as names: a stubbed function or
+    class in one is harmless, a module-level value may be operated on (`Optional[Array]`)."""
+    code, annotations = list(node.decorator_list), []
+    if isinstance(node, ast.ClassDef):
+        code += [*node.bases, *node.keywords]
+        for statement in node.body:
+            if isinstance(statement, _DEFS):
+                inner_code, inner_annotations = _import_time(statement)
+                code += inner_code
+                annotations += inner_annotations
+            elif isinstance(statement, ast.AnnAssign):
+                code += [statement.value] if statement.value is not None else []
+                annotations.append(statement.annotation)
+            else:
+                code.append(statement)
+        return code, annotations
+    arguments = node.args
+    code += [*arguments.defaults, *(d for d in arguments.kw_defaults if d is not None)]
+    every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]
+    annotations += [a.annotation for a in every if a is not None and a.annotation is not None]
+    return code, annotations + ([node.returns] if node.returns is not None else [])
 
 
 def _top_level(body):
@@ -143,7 +213,7 @@ class Reader:
         found = self.modules.get(module)
         if found is None:
             return None
-        if name in found.defs:
+        if name in found.defs or name in found.values:
             return (module, name)
         if name in found.bound:
             return self.target(*found.bound[name], seen=seen)
@@ -174,8 +244,9 @@ class Reader:
 
     # -- reading code -----------------------------------------------------------------------------
 
-    def read(self, node, scope: Module, extra: dict | None = None) -> None:
-        """Everything `node`'s code reaches, with `scope`'s names (and `extra`, a namespace of its own)."""
+    def read(self, node, scope: Module, extra: dict | None = None, values_only: bool = False) -> None:
+        """Everything `node`'s code reaches, with `scope`'s names (and `extra`, a namespace of its own);
+        values_only: only the module-level values it names (code that names a definition without running it)."""
         bound = dict(scope.bound)
         stars, imports = list(scope.stars), set()
         for inner in ast.walk(node):  # imports inside functions bind there; read as if they bound everywhere
@@ -184,20 +255,21 @@ class Reader:
         bound.update(extra or {})
         for name in imports:
             self._load(name)
+        reach = self._reach_value if values_only else self._reach
         for inner in ast.walk(node):
             if isinstance(inner, ast.Name):
-                self._reach(self._name(inner.id, scope, bound, stars))
+                reach(self._name(inner.id, scope, bound, stars))
             elif isinstance(inner, ast.Attribute):
                 parts = _dotted(inner)
                 if parts:
                     start = self._name(parts[0], scope, bound, stars)
                     for hit in self.chain(start, parts[1:]):
-                        self._reach(hit)
+                        reach(hit)
 
     def _name(self, name: str, scope: Module, bound: dict, stars: list) -> Target | None:
         if name in bound:
             return self.target(*bound[name])
-        if name in scope.defs and scope.name in self.modules:
+        if (name in scope.defs or name in scope.values) and scope.name in self.modules:
             return (scope.name, name)
         for star in stars:
             hit = self.attribute(star, name)
@@ -214,6 +286,10 @@ class Reader:
             self.kept.add(target)
             self._todo.append(target)
 
+    def _reach_value(self, target: Target | None) -> None:
+        if target is not None and target[1] is not None and target[1] in self.modules[target[0]].values:
+            self._reach(target)
+
     def _load(self, module: str) -> None:
         """An import of `module` runs its packages' and its own top-level code: read it."""
         parts = module.split(".")
@@ -228,12 +304,22 @@ class Reader:
         while self._todo:
             module, name = self._todo.pop()
             found = self.modules[module]
-            if name is None:  # the module's own top-level code, definitions aside
+            if name is None:  # what importing the module runs, its definitions' bodies and its values aside
+                values = set(map(id, found.values.values()))
                 for node in found.tree.body:
-                    if not isinstance(node, (*_DEFS, ast.Import, ast.ImportFrom)) and not _main_guard(node):
+                    if isinstance(node, _DEFS):
+                        code, annotations = _import_time(node)
+                        for part in code:
+                            self.read(part, found)
+                        for part in annotations:
+                            self.read(part, found, values_only=True)
+                    elif not (isinstance(node, (ast.Import, ast.ImportFrom)) or id(node) in values
+                              or _main_guard(node)):
                         self.read(node, found)
                 for imported in found.imports:
                     self._load(imported)
+            elif name in found.values:
+                self.read(found.values[name], found)
             elif (module, name) not in self.stubbed:
                 self._definition(found.defs[name], found)
         return self.kept
@@ -322,15 +408,15 @@ def reached(package_dir: Path, notebooks, stubbed=(), modules=None, present=None
             reader._reach(hit)
     for name, module in modules.items():
         if name == PACKAGE or name.split(".")[1] in KERNEL_FOLDERS:
-            for definition in module.defs:
+            for definition in [*module.defs, *module.values]:
                 reader._reach((name, definition))
     return reader.settle()
 
 
 def unused(package_dir: Path, notebooks, stubbed=(), modules=None, present=None) -> dict[str, set[str]]:
-    """{module: top-level definitions not reached}, for every module outside the kernel's folders."""
+    """{module: top-level definitions and values not reached}, for every module outside the kernel's folders."""
     modules = index(package_dir) if modules is None else modules
     kept = reached(package_dir, notebooks, stubbed, modules, present)
-    return {name: {d for d in module.defs if (name, d) not in kept}
+    return {name: {d for d in [*module.defs, *module.values] if (name, d) not in kept}
             for name, module in modules.items()
             if name != PACKAGE and name.split(".")[1] not in KERNEL_FOLDERS}
