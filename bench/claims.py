@@ -466,6 +466,19 @@ NUMBERS: dict[str, dict[str, str]] = {
         "entity masking: stated facts known": 'probe["entity masking"][0]',
         "token masking: stated facts known": 'probe["token masking"][0]',
         "entity - token masking: stated facts": 'probe["entity masking"][0] - probe["token masking"][0]',
+        # The one-[MASK] probe, "<person> was born in [MASK]" (either token of the right city counts), read after
+        # the two-[MASK] one from the same three models: it draws no random numbers.
+        "one [MASK]: entity masking, stated facts": 'probe1["entity masking"][0]',
+        "one [MASK]: token masking, stated facts": 'probe1["token masking"][0]',
+        "one [MASK]: entity - token masking, stated facts": 'probe1["entity masking"][0] - probe1["token masking"][0]',
+        "two [MASK]s - one [MASK]: entity - token gap":
+            '(probe["entity masking"][0] - probe["token masking"][0]) - '
+            '(probe1["entity masking"][0] - probe1["token masking"][0])',
+        "one [MASK]: control, true facts known": 'probe1["control: shuffled facts"][0]',
+        "one [MASK]: facts never stated, mean of the 3 models": "np.mean([unseen for _, unseen in probe1.values()])",
+        "one [MASK]: facts never stated, highest of the 3 models": "max(unseen for _, unseen in probe1.values())",
+        "one [MASK]: token masking writes the first token": 'halves["token masking"][0]',
+        "one [MASK]: entity masking writes the first token": 'halves["entity masking"][0]',
         "clinic: general model": 'domains["general model"]',
         "clinic: general + DAPT": 'domains["general + DAPT"]',
         "clinic: DAPT - general": 'domains["general + DAPT"] - domains["general model"]',
@@ -516,6 +529,11 @@ NUMBERS: dict[str, dict[str, str]] = {
         "SFT: unseen family correct": 'sft_accuracy["unseen family"]',
         "SFT: short and correct": "float(np.mean(start == 2))",
         "reward model: held-out pairs ranked by the rule": "rm_accuracy",
+        "reward model: right-vs-wrong pairs ranked right, prompts the SFT model writes wrong":
+            "judged_where_written_wrong",
+        "reward model: right-vs-wrong pairs ranked right, prompts the SFT model writes right":
+            "float(right[about_correctness & writes_right].mean())",
+        "right-vs-wrong pairs whose prompt the SFT model writes wrong": "int((about_correctness & ~writes_right).sum())",
         "DPO beta=1: win rate against the SFT model": 'dpo_results[1.0]["win rate"]',
         "DPO beta=0.1: log-ratio of the rejected answers": 'dpo_results[0.1]["log-ratio rejected"]',
         "DPO beta=10: log-ratio of the rejected answers": 'dpo_results[10.0]["log-ratio rejected"]',

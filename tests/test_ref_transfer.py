@@ -110,6 +110,25 @@ def test_fact_world_and_queries():
     assert len(queries) == world.seen.sum() and all(q[-2:] == [worlds.MASK] * 2 for q, _ in queries)
 
 
+def test_fact_queries_with_one_mask():
+    """One [MASK] for the whole city, the sentence ended after it, neither city token shown; the answer is the
+    city's two tokens (either names it), the same people in the same order as the two-[MASK] probe."""
+    world = worlds.fact_world(seed=0)
+    two = worlds.fact_queries(world, seen=False)
+    one = worlds.fact_queries(world, seen=False, masks=1)
+    assert len(one) == len(two) == (~world.seen).sum()
+    city_tokens = set(world.cities.ravel())
+    for (q1, a1), (q2, a2), p in zip(one, two, np.flatnonzero(~world.seen)):
+        assert q1 == q2[:-1] and q1[-1] == worlds.MASK and q1.count(worlds.MASK) == 1
+        assert world.text(q1) == f"{world.text(world.people[p])} was born in [MASK]"
+        assert np.array_equal(a1, a2) and np.array_equal(a1, world.cities[world.born[p]])
+        assert not city_tokens & set(q1)  # no token of any city in the query
+    # each city token names one city: whichever half a model writes identifies it
+    assert len(city_tokens) == world.cities.size
+    with pytest.raises(ValueError):
+        worlds.fact_queries(world, masks=3)
+
+
 def test_dna_task_is_balanced_and_labelled_by_the_motif():
     x, y = worlds.dna_task(100, seed=0)
     assert y.mean() == 0.5

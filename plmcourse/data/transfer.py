@@ -293,11 +293,18 @@ def fact_corpus(world: FactWorld, n: int = 3000, seed: int = 0, shuffled: bool =
     return out
 
 
-def fact_queries(world: FactWorld, seen: bool = True):
+def fact_queries(world: FactWorld, seen: bool = True, masks: int = 2):
     """LAMA-style cloze queries "<person> was born in [MASK] [MASK]": (ids, answer (2,)) for each person whose
-    fact the corpus states (seen=True) or never states (seen=False)."""
+    fact the corpus states (seen=True) or never states (seen=False).
+
+    masks=1: "<person> was born in [MASK]", one [MASK] for the whole city and the sentence ended there; the
+    answer is still the city's two tokens, either of which names it (no token belongs to two cities). Neither
+    token is shown, since one would give the other away.
+    """
+    if masks not in (1, 2):
+        raise ValueError(f"masks must be 1 or 2, not {masks!r}")
     people = np.flatnonzero(world.seen == seen)
-    tail = [_w(world, "was"), _w(world, "born"), _w(world, "in"), MASK, MASK]
+    tail = [_w(world, "was"), _w(world, "born"), _w(world, "in")] + [MASK] * masks
     return [(list(world.people[p]) + tail, world.cities[world.born[p]]) for p in people]
 
 
