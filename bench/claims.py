@@ -532,7 +532,7 @@ NUMBERS: dict[str, dict[str, str]] = {
         "reward model: right-vs-wrong pairs ranked right, prompts the SFT model writes wrong":
             "judged_where_written_wrong",
         "reward model: right-vs-wrong pairs ranked right, prompts the SFT model writes right":
-            "float(right[about_correctness & writes_right].mean())",
+            "judged_where_written_right",
         "right-vs-wrong pairs whose prompt the SFT model writes wrong": "int((about_correctness & ~writes_right).sum())",
         "DPO beta=1: win rate against the SFT model": 'dpo_results[1.0]["win rate"]',
         "DPO beta=0.1: log-ratio of the rejected answers": 'dpo_results[0.1]["log-ratio rejected"]',

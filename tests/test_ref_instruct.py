@@ -102,6 +102,22 @@ def test_split_holds_out_tasks_and_a_family():
     assert data.task_split(0)[0] == train and data.task_split(1)[1] != held
 
 
+def test_spread_over_families_takes_every_family_before_a_second_of_any():
+    A, B, C = (data.Task("drop", p) for p in "abc")
+    r1, r2, r3 = (data.Task("replace", p) for p in ("ab", "ba", "ca"))
+    tasks = [r1, r2, A, r3, B, C, data.Task("reverse")]
+    assert data.spread_over_families(tasks, 3) == [r1, A, data.Task("reverse")]  # one of each, in tasks' order
+    assert data.spread_over_families(tasks, 5) == [r1, r2, A, B, data.Task("reverse")]
+    assert data.spread_over_families(tasks, 6) == [r1, r2, A, r3, B, data.Task("reverse")]  # reverse has no 2nd
+    assert data.spread_over_families(tasks, 7) == tasks and data.spread_over_families(tasks, 0) == []
+    for n in (-1, 8):
+        with pytest.raises(ValueError, match="between 0 and 7"):
+            data.spread_over_families(tasks, n)
+    train, _, _ = data.task_split(0)
+    five = data.spread_over_families(train, 5)
+    assert sorted(t.family for t in five) == ["count", "drop", "item", "replace", "reverse"]
+
+
 def test_examples_encode_with_their_answer_marked():
     pairs = data.instruction_examples(data.TASKS, 20, np.random.default_rng(0), p_verbose=0.5)
     tokens, mask = data.encode_pairs(*zip(*pairs))

@@ -4,6 +4,7 @@ and answer pairs ranked by a rule a reader can see.
     TASKS, FAMILIES                 the tasks: one per (family, parameter), e.g. ("replace", "ab")
     Task                            .instruction(phrasing), .solve(x), .name
     task_split(seed)                (train_tasks, held_out_tasks, unseen_family_tasks)
+    spread_over_families(tasks, n)  n of the tasks, the families taking turns (every family before a second of any)
     instruction_examples(tasks, n, rng, ...)   (prompt, answer) strings: "replace a with b: abca=" -> "bbcb."
     VOCAB, encode, decode           one token per character; id 0 is padding
     encode_pairs(prompts, answers)  (tokens (B, T), answer_mask (B, T)): the answer's characters marked
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["LETTERS", "FAMILIES", "Task", "TASKS", "task_split", "instruction_examples", "VOCAB", "PAD", "encode",
+__all__ = ["LETTERS", "FAMILIES", "Task", "TASKS", "task_split", "spread_over_families", "instruction_examples", "VOCAB", "PAD", "encode",
            "decode", "encode_pairs", "answer_score", "verbose", "corrupt", "preference_pairs", "END", "CHATTER"]
 
 LETTERS = "abcdef"  # the letters inputs are written in
@@ -114,6 +115,20 @@ def task_split(seed=0, held_out=(8, 1, 1, 1)):
     train.append(Task("reverse"))
     order = rng.permutation(len(train))
     return [train[i] for i in order], held, [t for t in TASKS if t.family == UNSEEN_FAMILY]
+
+
+def spread_over_families(tasks, n):
+    """n of `tasks`, chosen with the families taking turns: the first task of each family (in the order of
+    `tasks`), then the second of each, and so on, a family dropping out when it has no more; returned in their
+    order in `tasks` (so n = len(tasks) gives `tasks` itself). A run on few tasks then covers as many families as
+    it can, and what it fails to follow is not only what it never saw a word of."""
+    if not 0 <= n <= len(tasks):
+        raise ValueError(f"n must be between 0 and {len(tasks)}, got {n}")
+    turn, seen = {}, {}
+    for i, task in enumerate(tasks):  # the k-th task of its family takes turn k
+        turn[i] = seen[task.family] = seen.get(task.family, -1) + 1
+    chosen = set(sorted(turn, key=lambda i: (turn[i], list(seen).index(tasks[i].family)))[:n])
+    return [task for i, task in enumerate(tasks) if i in chosen]
 
 
 def verbose(answer):
