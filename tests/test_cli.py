@@ -105,3 +105,24 @@ def test_tasks_test_shares_the_cores_among_its_workers(monkeypatch):
     assert tasks.test_workers(["-n", "0"]) == [] and tasks.test_threads(["-n", "0"]) == {}
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     assert tasks.test_threads([]) == {}
+
+
+def test_setup_gives_uv_pip_s_own_sources_or_leaves_the_work_to_pip():
+    """uv does not read pip's configuration: setup translates `pip config list` (files and PIP_* variables), so
+    that uv installs from the same indexes, wheel folders and constraints, and uses pip where it cannot."""
+    tasks = _tasks_module()
+    options, env = tasks.uv_options(
+        "global.extra-index-url='file:///opt/pypi/simple file:///opt/more'\n"
+        "global.find-links='/opt/wheels'\n:env:.find-links='/opt/wheels'\n"  # a file and PIP_FIND_LINKS agree
+        "global.constraint='/etc/c.txt'\nglobal.index-url='https://mirror/simple'\n"
+        "global.cert='/etc/ca.crt'\n:env:.default-timeout='180'\n:env:.disable-pip-version-check='1'\n")
+    pairs = list(zip(options[::2], options[1::2]))
+    assert pairs[0] == ("--index-strategy", "unsafe-best-match")  # any index's best version, as pip takes it
+    assert set(pairs[1:]) == {("--extra-index-url", "file:///opt/pypi/simple"), ("--extra-index-url", "file:///opt/more"),
+                              ("--find-links", "/opt/wheels"), ("--constraint", "/etc/c.txt"),
+                              ("--index-url", "https://mirror/simple")}
+    assert len(pairs) == 6  # /opt/wheels once
+    assert env == {"SSL_CERT_FILE": "/etc/ca.crt", "UV_HTTP_TIMEOUT": "180"}
+    assert tasks.uv_options("") == (["--index-strategy", "unsafe-best-match"], {})
+    # A setting uv would not honour the same way: pip does the installing
+    assert tasks.uv_options("global.require-hashes='true'\n") is None
