@@ -11,7 +11,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from plmcourse.autograde import inert
+from plmcourse.autograde import inert, nbgrader_ext
 from plmcourse.autograde.nbgrader_ext import LOST_NOTE, NOT_RUN_DEAD, ExecuteForGrading, OutputBudget
 
 pytestmark = pytest.mark.integration  # starts kernels
@@ -141,6 +141,8 @@ def test_a_kernel_that_dies_leaves_a_notebook_saying_so_not_an_error_of_the_grad
 
 def test_a_kernel_that_cannot_be_reached_again_leaves_a_notebook_saying_so(monkeypatch):
     # Out of file descriptors, the kernel takes no new connection; then one giant message drops the old one.
+    # It never answers again, so a wait shorter than grading's own 15 s (kept for a loaded machine) tells the same.
+    monkeypatch.setattr(nbgrader_ext, "RECONNECT_SECONDS", 3)
     starve = ("import os, resource\nresource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))\nheld = []\n"
               "try:\n    while True:\n        held.append(os.open(os.devnull, os.O_RDONLY))\nexcept OSError:\n    pass\n"
               "print('x' * (20 << 20))")
