@@ -522,6 +522,8 @@ NUMBERS: dict[str, dict[str, str]] = {
         "shape's share of the picture": "shares[len(single.blocks) - 1][1]",
         "masked colour word: attention on the shape - uniform": "shares[len(single.blocks) - 1][0] - "
                                                                  "shares[len(single.blocks) - 1][1]",
+        "learning rate: pre-training (chosen on the dev split)": "PRETRAIN_LR",
+        "learning rate: CLIP (chosen on the dev split)": "CLIP_LR",
     },
     "15_from_gpt3_to_chatgpt": {
         "SFT: trained tasks correct": 'sft_accuracy["trained tasks"]',

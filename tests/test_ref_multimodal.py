@@ -128,3 +128,19 @@ def test_shapes_differ():
         for b in world.SHAPES:
             if a != b:
                 assert (stencils[a] != stencils[b]).sum() >= 6
+
+
+def test_the_dev_split():
+    dev = world.dev_pairs(seed=0, n=50)
+    assert len(dev) == 50 and not any(e.held_out for e in dev)   # seen pairs only: held-out ones stay a test
+    assert {(e.colour, e.shape) for e in world.dev_pairs(seed=0, n=400)} == set(world.SEEN)
+    assert len(world.SEEN) == 12 and not set(world.SEEN) & set(world.HELD_OUT)
+    # its own stream: no picture of the training or test splits, at this seed or the next
+    w = data.caption_world(seed=0, n_train=4000, n_test=400)
+    drawn = {e.image.tobytes() for split in (w, data.caption_world(seed=1, n_train=400, n_test=50))
+             for examples in split.values() for e in examples}
+    assert not any(e.image.tobytes() in drawn for e in dev)
+    # the same seed, the same split; drawing it leaves caption_world as it was
+    assert np.array_equal(world.dev_pairs(seed=0, n=50)[7].image, dev[7].image)
+    assert not np.array_equal(world.dev_pairs(seed=1, n=50)[7].image, dev[7].image)
+    assert np.array_equal(data.caption_world(seed=0, n_train=4000, n_test=400)["train"][5].image, w["train"][5].image)

@@ -16,6 +16,9 @@ and a batch of them needs padding).
 Held-out combinations: four colour-shape pairs (HELD_OUT) never occur in the training split; every
 colour and every shape is seen in training, only not together. The test split of
 `caption_world` holds seen and held-out pairs apart, to measure composition.
+
+A development split (`dev_pairs`) of seen pairs, drawn from a random stream of its own, is for choosing
+hyperparameters (notebook 14's learning rates, bench/multimodal.py): no test number and no training batch uses it.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["COLOURS", "SHAPES", "HELD_OUT", "SIDES", "COUNTS", "IMAGE_SIZE", "WorldExample", "draw_shape",
-           "draw_image", "caption_for", "caption_world", "MultimodalVocab", "blank_image"]
+           "draw_image", "caption_for", "caption_world", "MultimodalVocab", "blank_image",
+           "SEEN", "dev_pairs"]
 
 IMAGE_SIZE = 16
 COLOURS = {"red": (0.9, 0.15, 0.1), "green": (0.15, 0.8, 0.2), "blue": (0.15, 0.3, 0.95), "yellow": (0.95, 0.85, 0.1)}
@@ -35,6 +39,8 @@ SIDES = ("left", "right")
 COUNTS = (1, 2)
 # A Latin-square diagonal: each colour and each shape is held out with exactly one partner.
 HELD_OUT = (("red", "triangle"), ("green", "cross"), ("blue", "circle"), ("yellow", "square"))
+# The 12 colour-shape pairs that training shows, in caption_world's order.
+SEEN = tuple((c, s) for c in COLOURS for s in SHAPES if (c, s) not in HELD_OUT)
 
 
 def draw_shape(shape: str, size: int = 6) -> np.ndarray:
@@ -124,6 +130,16 @@ def caption_world(seed: int = 0, n_train: int = 4000, n_test: int = 400) -> dict
     seen = [(c, s) for c in COLOURS for s in SHAPES if (c, s) not in HELD_OUT]
     return {"train": _examples(n_train, rng, seen), "test_seen": _examples(n_test, rng, seen),
             "test_held_out": _examples(n_test, rng, list(HELD_OUT))}
+
+
+def dev_pairs(seed: int = 0, n: int = 400) -> list[WorldExample]:
+    """A development split: `n` examples of the 12 seen colour-shape pairs, drawn as caption_world's
+    "test_seen" is, but from the first child of `seed`'s numpy SeedSequence, a stream of its own: caption_world
+    at any seed draws from a different one, so its training split never holds these pictures and no test number
+    uses them. Held-out pairs are left out: a choice made on them would leak the test of composition into
+    the training recipe."""
+    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
+    return _examples(n, rng, list(SEEN))
 
 
 class MultimodalVocab:
