@@ -103,7 +103,9 @@ def pip(*args: str, python: Path | None = None) -> None:
         if command[1:] == ["--upgrade", "pip"]:
             return  # pip upgrades itself for its own sake; uv does the installing
         rest = [a for a in command[1:] if a != "--yes"]  # uv's uninstall does not ask
-        extra = options if command[0] == "install" else []
+        # --compile-bytecode: as pip does. Without it no module of the environment has its .pyc, and a process that
+        # may not write them (the grading sandbox mounts the environment read-only) compiles torch at every start.
+        extra = [*options, "--compile-bytecode"] if command[0] == "install" else []
         run([tool, "pip", command[0], "--quiet", "--python", python or venv_python(), *extra, *rest], env=UV_FOUND["env"])
         return
     run([python or venv_python(), "-m", "pip", "--disable-pip-version-check", *args])
