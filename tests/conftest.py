@@ -91,16 +91,36 @@ def abandoned_student_calls_end_with_their_test():
 
 
 def pytest_collection_modifyitems(config, items):
-    """Run the slow tests first: the shared graded class, then every test that executes a notebook or runs
-    nbgrader, then the unit tests (stable within each). Under pytest-xdist the run ends when its last test
-    does, and a worker that takes a 3-minute notebook last keeps the other idle; with the slow tests first
-    the last ones are short. The class comes first of all, so that its build (one worker, minutes) is done
-    before another worker runs out of tests and waits on its lock. Only the order changes."""
+    """Run the slow tests first: the shared graded class, then the notebooks' runs, longest first (by the
+    notebooks benchmark's seconds), then every other test that runs nbgrader or starts a server, a sandbox or an
+    install, then the unit tests (stable within each). Under pytest-xdist's worksteal each worker takes half of
+    the list in order, and one that runs out steals the back half of the other's queue: with the long tests at
+    the front and the short ones at the back, what is stolen last is short, and neither worker waits long for
+    the other at the end. The class comes first of all, so that its build (one worker, minutes) is done before
+    another worker runs out of tests and waits on its lock. Only the order changes."""
     from support import CLASS_MODULES
+
+    seconds = notebook_seconds()
 
     def rank(item):
         if getattr(getattr(item, "module", None), "__name__", "") in CLASS_MODULES:
-            return 0
-        return 1 if item.get_closest_marker("notebook") or item.get_closest_marker("nbgrader") else 2
+            return (0, 0.0)
+        if item.get_closest_marker("notebook"):
+            notebook = getattr(item, "callspec", None) and str(next(iter(item.callspec.params.values()), ""))
+            return (1, -seconds.get(Path(str(notebook)).stem if notebook else "", 0.0))
+        if any(item.get_closest_marker(m) for m in ("nbgrader", "integration")):
+            return (2, 0.0)
+        return (3, 0.0)
 
     items.sort(key=rank)
+
+
+def notebook_seconds() -> dict:
+    """{notebook: seconds one run took} from bench/results/notebooks.json ({} without it)."""
+    import json
+
+    try:
+        rows = json.loads((Path(__file__).resolve().parents[1] / "bench" / "results" / "notebooks.json").read_text())["rows"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    return {row["notebook"]: float(row["seconds"]) for row in rows if row.get("threads") == "all threads"}
