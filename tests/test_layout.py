@@ -114,3 +114,22 @@ def test_licences():
 def test_readme_gives_the_two_commands_and_ci_runs_the_second():
     assert "python3 tasks.py lab" in README and "python3 tasks.py test" in README
     assert "python3 tasks.py test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_every_code_cell_after_the_setup_is_a_demo_or_nbgrader_s():
+    """A grading run leaves out the demo cells an answer does not need (plmcourse.autograde.demos); a code cell
+    that is neither tagged `demo` nor one of nbgrader's is always run, and so are the demos it reads: a new cell
+    without its tag once made 15's solved notebook fail while graded. Only the Colab cell and the imports are
+    neither."""
+    import nbformat
+
+    from conftest import source_notebooks
+    from plmcourse.autograde.demos import is_demo, nbgrader_metadata
+
+    untagged = {}
+    for path in source_notebooks():
+        cells = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+        found = [i for i, cell in enumerate(cells[2:], 2) if not is_demo(cell) and not nbgrader_metadata(cell)]
+        if found:
+            untagged[path.parent.name] = found
+    assert not untagged, f"code cells (counted among code cells) with no `demo` tag and no nbgrader role: {untagged}"
