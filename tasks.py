@@ -120,7 +120,7 @@ def use_uv() -> None:
     folders and constraints: what `pip config list` says, from its files and PIP_* variables). Where uv cannot be
     installed (offline, say) or pip's configuration holds a setting this does not translate, one line says so and
     pip does the work, only slower."""
-    tool = VENV / "bin" / "uv"
+    tool = venv_python().parent / ("uv.exe" if os.name == "nt" else "uv")
     if not tool.exists():
         done = subprocess.run([venv_python(), "-m", "pip", "--disable-pip-version-check", "--quiet", "install", UV],
                               capture_output=True, text=True)

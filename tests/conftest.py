@@ -106,8 +106,9 @@ def pytest_collection_modifyitems(config, items):
         if getattr(getattr(item, "module", None), "__name__", "") in CLASS_MODULES:
             return (0, 0.0)
         if item.get_closest_marker("notebook"):
-            notebook = getattr(item, "callspec", None) and str(next(iter(item.callspec.params.values()), ""))
-            return (1, -seconds.get(Path(str(notebook)).stem if notebook else "", 0.0))
+            params = getattr(item, "callspec", None)  # a notebook's path or its name, for the parametrized runs
+            name = Path(str(next(iter(params.params.values())))).stem if params else ""
+            return (1, -seconds.get(name, 0.0))
         if any(item.get_closest_marker(m) for m in ("nbgrader", "integration")):
             return (2, 0.0)
         return (3, 0.0)
@@ -119,8 +120,9 @@ def notebook_seconds() -> dict:
     """{notebook: seconds one run took} from bench/results/notebooks.json ({} without it)."""
     import json
 
+    results = Path(__file__).resolve().parents[1] / "bench" / "results" / "notebooks.json"
     try:
-        rows = json.loads((Path(__file__).resolve().parents[1] / "bench" / "results" / "notebooks.json").read_text())["rows"]
+        rows = json.loads(results.read_text())["rows"]
     except (OSError, ValueError, KeyError):
         return {}
     return {row["notebook"]: float(row["seconds"]) for row in rows if row.get("threads") == "all threads"}

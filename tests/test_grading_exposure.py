@@ -277,27 +277,25 @@ print(json.dumps(failed))
 def test_every_module_of_every_assignment_s_kernel_copy_imports(tmp_path, course_modules):
     """Stubbing what a notebook does not reach (functions, classes and module-level values) must leave every
     module importable in every assignment's kernel: an import runs its module's top level, the defaults and
-    decorators of its definitions, and whatever other modules it imports."""
+    decorators of its definitions, and whatever other modules it imports. The copies are made as grading makes
+    them (sandbox.stubbed_copy), the assignment's own exercises stubbed too; only the behavioural search is left out."""
     import json
-    import shutil
     import subprocess
     import sys
 
     present = sandbox.kernel_modules(SOURCE)
+    files = {sandbox._module_name(p.relative_to(SOURCE.parent).as_posix()): p.relative_to(SOURCE.parent).as_posix()
+             for p in SOURCE.rglob("*.py") if "__pycache__" not in p.parts}
     copies = {}
     for folder in sorted((COURSE / "source").iterdir()):
         notebooks = sorted(folder.glob("*.ipynb"))
-        own = sandbox.graded_functions(notebooks)
-        stubbed = {(m, n) for m in course_modules if m.split(".")[1:2] in ([f] for f in sandbox.STUBBED_FOLDERS)
-                   for n in own}
+        names = sandbox.graded_functions(notebooks)
+        own = {relative: set(names) for module, relative in files.items()
+               if module in present and relative.split("/")[1] in sandbox.STUBBED_FOLDERS}
+        stubbed = {(module, name) for module, relative in files.items() if relative in own for name in names}
         unused = exposure.unused(SOURCE, notebooks, stubbed, course_modules, present)
         assert sum(map(len, unused.values())) > 100, folder.name  # most of the package is stubbed
-        target = tmp_path / folder.name / "plmcourse"
-        shutil.copytree(SOURCE, target, ignore=shutil.ignore_patterns("__pycache__", *sandbox.LEFT_OUT))
-        for path in target.rglob("*.py"):
-            module = sandbox._module_name(path.relative_to(tmp_path / folder.name).as_posix())
-            path.write_text(sandbox.stub_source(path.read_text(), module, unused.get(module, set()),
-                                                why=sandbox.NOT_USED))
+        target = sandbox.stubbed_copy(SOURCE, tmp_path / folder.name, own, unused)
         copies[str(target.parent)] = sorted(present)
     run = subprocess.run([sys.executable, "-c", IMPORT_EVERY_MODULE, json.dumps(copies)], capture_output=True,
                          text=True, timeout=300, cwd=tmp_path)

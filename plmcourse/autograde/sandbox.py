@@ -385,6 +385,16 @@ def grading_package(folder: Path, names: set[str] | None = None, cache: Path | N
             report.append(f"sandbox: the notebooks reach {every - left} of the package's {every} functions, "
                           f"classes and module-level values outside grading/; the other {left} are stubbed for "
                           "this assignment")
+    target = stubbed_copy(source, Path(folder), own, unused)
+    # The kernel's policy reads its allow-list of imports here (plmcourse.grading.policy.read_allowed).
+    (target / "grading" / policy.ALLOWED_FILE).write_text(allowed_lists(), encoding="utf-8")
+    compileall.compile_dir(str(target), quiet=1)  # the sandbox writes no bytecode: ship it
+    return target
+
+
+def stubbed_copy(source: Path, folder: Path, own: dict, unused: dict) -> Path:
+    """folder/plmcourse: the package at `source` without LEFT_OUT, with the functions in `own` ({file: names}) stubbed
+    as the answer's to compute and what `unused` names ({module: names}) stubbed as not used by the notebook."""
     target = Path(folder) / "plmcourse"
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", *LEFT_OUT))
     for path in sorted(target.rglob("*.py")):
@@ -396,9 +406,6 @@ def grading_package(folder: Path, names: set[str] | None = None, cache: Path | N
                                    why=NOT_USED)
         if stubbed_text != text:
             path.write_text(stubbed_text, encoding="utf-8")
-    # The kernel's policy reads its allow-list of imports here (plmcourse.grading.policy.read_allowed).
-    (target / "grading" / policy.ALLOWED_FILE).write_text(allowed_lists(), encoding="utf-8")
-    compileall.compile_dir(str(target), quiet=1)  # the sandbox writes no bytecode: ship it
     return target
 
 
