@@ -949,11 +949,21 @@ def writable_folders(notebook_dir: Path, socket_dir: Path | None = None) -> list
 def files_in(folder: str, outside: str) -> int | None:
     """How many files, folders and links the file system at `folder` holds (its used inodes), or None while
     it is not yet a file system of its own: the same device as `outside` (the host's own folder of that name,
-    as /proc/<pid>/root shows before bubblewrap has moved the sandbox into its new root), or unreadable."""
+    as /proc/<pid>/root shows before bubblewrap has moved the sandbox into its new root), or unreadable.
+
+    One opened folder answers both questions: while bubblewrap builds the sandbox, the path can name one
+    file system at a stat and another at the statvfs after it (a new tmpfs's device with the host disk's
+    million files: it once stopped an honest kernel at its start)."""
     try:
-        device, found = os.stat(folder).st_dev, os.statvfs(folder)
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         return None
+    try:
+        device, found = os.fstat(fd).st_dev, os.fstatvfs(fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     with contextlib.suppress(OSError):
         if os.stat(outside).st_dev == device:
             return None
