@@ -706,6 +706,30 @@ class Helper:
         return e / _planted_np.where(total == 0.0, 1.0, total)
 
 
+def _normalise(x, axis=-1, base=2.0):
+    """base ** x normalised along `axis`: softmax only when base is e, so not an implementation by itself."""
+    x = _planted_np.asarray(x, dtype=_planted_np.float64)
+    x_max = _planted_np.max(x, axis=axis, keepdims=True)
+    x_max = _planted_np.where(x_max == -_planted_np.inf, 0.0, x_max)
+    e = _planted_np.power(base, x - x_max)
+    total = _planted_np.sum(e, axis=axis, keepdims=True)
+    return e / _planted_np.where(total == 0.0, 1.0, total)
+
+
+class _Normaliser:
+    def __init__(self, base):
+        self.base = base
+
+    def __call__(self, x, axis=-1):
+        return _normalise(x, axis, self.base)
+
+
+# Module-level values that compute softmax, though no def or class does by itself.
+natural = __import__("functools").partial(_normalise, base=_planted_np.e)
+squash = lambda x, axis=-1: _normalise(x, axis, _planted_np.e)  # noqa: E731
+by_e = _Normaliser(_planted_np.e)
+
+
 def stall(x, axis=-1):
     while True:
         pass
@@ -731,6 +755,17 @@ def test_the_search_finds_implementations_by_behaviour_whatever_their_name(tmp_p
     search = sandbox.find_implementations(planted_copy(tmp_path), {"log_softmax", "softmax"}, seconds=3)
     assert not search.problem, search.problem
     assert {"tidy_scores", "Helper.spread"} <= set(search.found["plmcourse/data/text.py"]), search.found
+    # A callable that is a module-level value is tried under its name (what a stub replaces); the general
+    # function and the class it is made from compute something else.
+    assert {"natural", "squash", "by_e"} <= set(search.found["plmcourse/data/text.py"]), search.found
+    assert not {"_normalise", "_Normaliser", "_Normaliser.__call__", "<lambda>"} & set(
+        search.found["plmcourse/data/text.py"])
+    namespace = {}
+    exec(sandbox.stub_source(PLANTED, "plmcourse.data.text", set(search.found["plmcourse/data/text.py"])), namespace)
+    for name in ("natural", "squash", "by_e", "tidy_scores"):
+        with pytest.raises(RuntimeError, match=f"plmcourse.data.text.{name} is not available while grading"):
+            namespace[name]([1.0, 2.0])
+    assert namespace["_normalise"]([0.0, 1.0])[1] == pytest.approx(2 / 3)  # what it computes stays
     assert not any(file.startswith("plmcourse/judging/") for file in search.found)  # never in the sandbox
     assert "softmax" in search.found["plmcourse/ref/attention.py"]
     # Both hang and are skipped: one computing (1.5 s of CPU), one asleep (the 3 s given)

@@ -89,6 +89,11 @@ def _read_module(name: str, tree: ast.Module, is_package: bool) -> Module:
     return module
 
 
+def module_values(name: str, tree: ast.Module, is_package: bool = False) -> set[str]:
+    """The module-level values of module `name` (its parsed `tree`): the names Module.values holds."""
+    return set(_read_module(name, tree, is_package).values)
+
+
 def _binds(node) -> list[str]:
     """The names a top-level statement binds in its module (not those bound inside a definition)."""
     if isinstance(node, _DEFS):

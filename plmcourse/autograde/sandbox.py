@@ -692,13 +692,28 @@ def _candidates(package: Path, only: set | None = None):
             module = importlib.import_module(_module_name(relative))
         except BaseException:  # a module that cannot load here cannot load in the sandbox either
             continue
-        for value in list(vars(module).values()):
-            for qualname, candidate in _callables(value, module.__name__, path):
+        values = _module_values(path, relative)
+        for name, value in list(vars(module).items()):
+            # A module-level value that can be called (a functools.partial, a lambda, an instance with __call__)
+            # is tried under its own name, which is what a stub replaces; a def or class as itself.
+            found = ([(name, value)] if callable(value) else []) if name in values else \
+                _callables(value, module.__name__, path)
+            for qualname, candidate in found:
                 if only is not None and f"{relative}:{qualname.split('.')[0]}" not in only:
                     continue
                 if (relative, qualname) not in seen:
                     seen.add((relative, qualname))
                     yield relative, qualname, candidate
+
+
+def _module_values(path: Path, relative: str) -> set[str]:
+    """The module-level values of the module at `path` (one name assigned once at its top level, as exposure
+    reads them), or none if it cannot be read."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return set()
+    return exposure.module_values(_module_name(relative), tree, path.name == "__init__.py")
 
 
 def _callables(value, module_name: str, path: Path):
