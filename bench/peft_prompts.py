@@ -102,7 +102,8 @@ def grid_rows(checkpoint):
 
 
 def summary_rows(rows):
-    """Per task, length and start: mean dev and test over the seeds, the test range, and which is chosen on dev."""
+    """Per task, length and start: mean dev and test over the seeds, the test's standard deviation over them, and
+    which is chosen on dev."""
     out = []
     for task_name in TASKS:
         mine = [r for r in rows if r["task"] == task_name]
@@ -114,7 +115,7 @@ def summary_rows(rows):
                 table.append({"task": task_name, "P": P, "init": init, "seeds": len(cell),
                               "dev (mean)": round(float(np.mean([r["dev"] for r in cell])), 3),
                               "test (mean)": round(float(np.mean(test)), 3),
-                              "test (min-max)": f"{min(test):.3f}-{max(test):.3f}", "chosen on dev": ""})
+                              "test (sd)": round(float(np.std(test, ddof=1)), 3), "chosen on dev": ""})
         best = max(table, key=lambda row: row["dev (mean)"])
         best["chosen on dev"] = "yes"
         out += table
@@ -122,7 +123,8 @@ def summary_rows(rows):
 
 
 def gap_rows(rows):
-    """Per task: a comparison's per-seed test differences (min, mean, max), the seed as the pairing."""
+    """Per task: a comparison's per-seed test differences (mean and standard deviation over the seeds, and at how
+    many seeds it is positive), the seed as the pairing."""
     def test(task, P, init):
         return np.array([r["test"] for r in rows if r["task"] == task and r["P"] == P and r["init"] == init])
 
@@ -136,9 +138,8 @@ def gap_rows(rows):
             comparisons[f"P=16 - P=1, {init}"] = test(task_name, 16, init) - test(task_name, 1, init)
             comparisons[f"P=4 - P=1, {init}"] = test(task_name, 4, init) - test(task_name, 1, init)
         for label, diff in comparisons.items():
-            out.append({"task": task_name, "comparison": label, "min": round(float(diff.min()), 3),
-                        "mean": round(float(diff.mean()), 3), "max": round(float(diff.max()), 3),
-                        "positive at": f"{int((diff > 0).sum())} of {len(diff)}"})
+            out.append({"task": task_name, "comparison": label, "mean": round(float(diff.mean()), 3),
+                        "sd": round(float(diff.std(ddof=1)), 3), "positive at": f"{int((diff > 0).sum())} of {len(diff)}"})
     return out
 
 
