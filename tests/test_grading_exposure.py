@@ -85,6 +85,17 @@ Alias = list
 
 def annotated(x: Typed, y: Alias = None) -> Typed:
     return x
+
+def pool_a(x):
+    return x
+
+def pool_b(x):
+    return -x
+
+POOLS = {"a": pool_a, "b": pool_b}
+
+def every_pool(name, x):
+    return POOLS[name](x)  # a key that is a variable: the whole table
 ''',
     "ref/b.py": '''\
 __all__ = ["starred"]
@@ -117,6 +128,7 @@ NOTEBOOK_CELLS = [
     ("code", "%%capture\nR.used(3)"),
     ("markdown", "Compare with `plmcourse.ref.b.mentioned` and the word unused."),
     ("code", "from plmcourse.ref.a import exercise\nexercise()"),
+    ("code", "import plmcourse.ref.a as A\nA.POOLS['a'](1)"),  # one entry of a table, by a constant key
 ]
 
 
@@ -170,6 +182,40 @@ def test_a_value_the_notebook_reaches_keeps_what_it_holds(toy):
     assert "ref.a.shortcut" not in kept
 
 
+def test_a_table_read_by_a_constant_key_keeps_that_entry_alone(toy, tmp_path):
+    """`A.POOLS['a']` reaches pool_a, not the table's other entries: pool_b is stubbed, and so is POOLS['b']
+    (the key stays); a key that is a variable (every_pool) reaches the whole table."""
+    package, notebooks = toy
+    kept = names(exposure.reached(package, notebooks))
+    assert {"ref.a.POOLS", "ref.a.pool_a"} <= kept and not {"ref.a.pool_b", "ref.a.every_pool"} & kept
+    target = sandbox.stubbed_copy(package, tmp_path / "copy", {}, exposure.unused(package, notebooks))
+    namespace = {}
+    exec((target / "ref" / "a.py").read_text(), namespace)
+    assert namespace["POOLS"]["a"](1) == 1 and sorted(namespace["POOLS"]) == ["a", "b"]
+    with pytest.raises(RuntimeError, match=r"plmcourse.ref.a.POOLS\['b'\] is not available while grading"):
+        namespace["POOLS"]["b"](1)
+    with pytest.raises(RuntimeError, match="plmcourse.ref.a.pool_b is not available while grading"):
+        namespace["pool_b"](1)
+    extra = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "from plmcourse.ref.a import every_pool, POOLS\nevery_pool('a', 1)\nPOOLS['a'](1)")])
+    nbformat.write(extra, tmp_path / "extra.ipynb")
+    kept = names(exposure.reached(package, [*notebooks, tmp_path / "extra.ipynb"]))
+    assert {"ref.a.POOLS", "ref.a.pool_a", "ref.a.pool_b", "ref.a.every_pool"} <= kept
+    assert "POOLS['b']" not in exposure.unused(package, [*notebooks, tmp_path / "extra.ipynb"])["plmcourse.ref.a"]
+
+
+def test_a_stubbed_table_entry_keeps_the_lines_and_the_other_entries():
+    source = ('def f(x):\n    return x\n\ndef g(x):\n    return -x\n\n'
+              'T = {"f": f, "g": (\n    g),\n    "h": lambda x: 2 * x}\nafter = T["f"](3) + T["h"](1)\n')
+    stubbed = sandbox.stub_source(source, "plmcourse.ref.m", {"T['g']"}, why=sandbox.NOT_USED)
+    assert len(stubbed.splitlines()) == len(source.splitlines())
+    namespace = {}
+    exec(stubbed, namespace)
+    assert namespace["after"] == 5 and list(namespace["T"]) == ["f", "g", "h"]
+    with pytest.raises(RuntimeError, match=r"plmcourse.ref.m.T\['g'\] is not available while grading"):
+        namespace["T"]["g"](1)
+
+
 def test_what_only_a_stubbed_function_reached_is_not_kept(toy):
     package, notebooks = toy
     kept = names(exposure.reached(package, notebooks, stubbed={("plmcourse.ref.a", "exercise"),
@@ -183,7 +229,7 @@ def test_unused_lists_every_module_outside_the_kernel_s_folder(toy):
     package, notebooks = toy
     unused = exposure.unused(package, notebooks)
     assert unused["plmcourse.ref.a"] == {"unused", "softmax", "TABLE", "ce", "partial", "lm_loss", "shortcut", "decorated",
-                                          "Typed", "annotated"}
+                                          "Typed", "annotated", "pool_b", "every_pool", "POOLS['b']"}
     assert unused["plmcourse.ref.b"] == {"never"}
     assert "plmcourse.grading" not in unused
 

@@ -21,6 +21,11 @@ reached, and its right-hand side is read (`_analogies` kept) only then. What is 
 what is a `def`. A value is one name assigned once, at the module's top level, outside any `if` or
 `try`; a name bound any other way, or more than once, is top-level code and always read.
 
+A value that is a table (`POOLINGS = {"cls": cls_pool, "mean": mean_pool}`: a dict display with constant keys)
+is reached entry by entry where code reads it with a constant key (`POOLINGS["cls"]` keeps `cls_pool` alone);
+any other use (a key that is a variable, iterating it, passing it on) reaches the whole table. A table reached
+only by some of its keys keeps the others as keys, each holding an object that raises (sandbox.stub_source).
+
 Names are resolved as Python binds them, never matched as words: `torch.softmax` in a notebook does
 not reach `plmcourse.ref.softmax`, and a word in a string or a comment reaches nothing. The reading is
 generous where it cannot be exact (a name bound anywhere in a notebook counts for every cell, a
@@ -51,6 +56,7 @@ class Module:
     is_package: bool
     defs: dict = field(default_factory=dict)           # top-level function or class name -> its node
     values: dict = field(default_factory=dict)         # name assigned once at the top level -> the assignment
+    tables: dict = field(default_factory=dict)         # a value that is a dict display with constant keys -> {key: node}
     bound: dict = field(default_factory=dict)          # name -> (module, attribute or None), from imports
     stars: list = field(default_factory=list)          # modules imported with *
     imports: set = field(default_factory=set)          # modules its top-level code imports
@@ -86,7 +92,19 @@ def _read_module(name: str, tree: ast.Module, is_package: bool) -> Module:
         value_of = value_name(node)
         if value_of and times_bound[value_of] == 1:
             module.values[value_of] = node
+            entries = table_entries(node.value)
+            if entries is not None:
+                module.tables[value_of] = entries
     return module
+
+
+def table_entries(node) -> dict | None:
+    """{key: value node} of a dict display whose keys are all constants (strings, numbers), or None."""
+    if not isinstance(node, ast.Dict) or not node.keys:
+        return None
+    if not all(isinstance(k, ast.Constant) and isinstance(k.value, (str, int, float)) for k in node.keys):
+        return None  # a `**other` (key None) or a computed key: read as a whole
+    return {k.value: v for k, v in zip(node.keys, node.values)}
 
 
 def module_values(name: str, tree: ast.Module, is_package: bool = False) -> set[str]:
@@ -203,7 +221,9 @@ class Reader:
         self.modules = modules
         self.present = set(modules) if present is None else set(present)  # the modules the kernel's copy holds
         self.stubbed = set(stubbed)          # (module, qualified name) whose body is a stub: nothing to read
-        self.kept: set[Target] = set()       # top-level definitions reached
+        self.kept: set[Target] = set()       # top-level definitions reached (a table: whole or some of its keys)
+        self.entries: dict = {}              # a table reached only by constant keys -> those keys
+        self.whole: set[Target] = set()      # tables reached as a whole
         self.loaded: set[str] = set()        # modules whose top-level code was read
         self._todo: list = []
 
@@ -261,7 +281,21 @@ class Reader:
         for name in imports:
             self._load(name)
         reach = self._reach_value if values_only else self._reach
+        narrowed = set()  # the nodes naming a table that a constant key reads: that entry is reached, not the table
         for inner in ast.walk(node):
+            if isinstance(inner, ast.Subscript) and isinstance(inner.ctx, ast.Load) \
+                    and isinstance(inner.slice, ast.Constant):
+                table = self._table(inner.value, scope, bound, stars)
+                if table is not None and inner.slice.value in self.modules[table[0]].tables[table[1]]:
+                    narrowed.add(id(inner.value))
+                    if isinstance(inner.value, ast.Attribute):  # what leads to it (a module) is reached as usual
+                        parts = _dotted(inner.value)
+                        for hit in self.chain(self._name(parts[0], scope, bound, stars), parts[1:-1]):
+                            reach(hit)
+                    self._reach_entry(table, inner.slice.value, reach)
+        for inner in ast.walk(node):
+            if id(inner) in narrowed:
+                continue
             if isinstance(inner, ast.Name):
                 reach(self._name(inner.id, scope, bound, stars))
             elif isinstance(inner, ast.Attribute):
@@ -282,14 +316,48 @@ class Reader:
                 return hit
         return None
 
+    def _table(self, node, scope: Module, bound: dict, stars: list) -> Target | None:
+        """The table (a module-level dict display with constant keys) that `node`, a name or a.b.c, names, or None."""
+        if isinstance(node, ast.Name):
+            target = self._name(node.id, scope, bound, stars)
+        elif isinstance(node, ast.Attribute) and _dotted(node):
+            parts = _dotted(node)
+            hits = self.chain(self._name(parts[0], scope, bound, stars), parts[1:])
+            target = hits[-1] if len(hits) == len(parts) - 1 else None
+        else:
+            return None
+        if target is None or target[1] is None or target[0] not in self.present:
+            return None
+        return target if target[1] in self.modules[target[0]].tables else None
+
     def _reach(self, target: Target | None) -> None:
         if target is None or target[0] not in self.present:
             return
         module, name = target
         self._load(module)
-        if name is not None and target not in self.kept:
+        if name is None:
+            return
+        if name in self.modules[module].tables:
+            if target not in self.whole:
+                self.whole.add(target)
+                self.kept.add(target)
+                self._todo.append(target)
+        elif target not in self.kept:
             self.kept.add(target)
             self._todo.append(target)
+
+    def _reach_entry(self, table: Target, key, reach) -> None:
+        """`table[key]` read with a constant key: that entry alone (reach: _reach, or _reach_value for an annotation,
+        which runs nothing: the table is then left as it is)."""
+        if reach != self._reach:
+            reach(table)
+            return
+        self._load(table[0])
+        keys = self.entries.setdefault(table, set())
+        if table not in self.whole and key not in keys:
+            keys.add(key)
+            self.kept.add(table)
+            self._todo.append((*table, key))
 
     def _reach_value(self, target: Target | None) -> None:
         if target is not None and target[1] is not None and target[1] in self.modules[target[0]].values:
@@ -307,8 +375,11 @@ class Reader:
     def settle(self) -> set[Target]:
         """Follow everything reached until nothing new is; the definitions kept."""
         while self._todo:
-            module, name = self._todo.pop()
+            module, name, *key = self._todo.pop()
             found = self.modules[module]
+            if key:  # one entry of a table: its value's code (and its key's) is what is reached
+                self.read(found.tables[name][key[0]], found)
+                continue
             if name is None:  # what importing the module runs, its definitions' bodies and its values aside
                 values = set(map(id, found.values.values()))
                 for node in found.tree.body:
@@ -396,10 +467,16 @@ def _python(source: str, depth: int = 0) -> list[str]:
 
 
 def reached(package_dir: Path, notebooks, stubbed=(), modules=None, present=None) -> set[Target]:
-    """The package's top-level definitions that the assignment of `notebooks` may use while graded.
+    """The package's top-level definitions that the assignment of `notebooks` may use while graded (a table read
+    by some of its keys only is among them: unused() names its other entries).
     `stubbed`: (module, qualified name) of functions stubbed anyway (the assignment's own graded
     functions): what only their code reached is not reached. `present`: the modules the kernel's copy
     holds (default: all); every one of them may be imported, so what their top-level code runs is kept."""
+    return reader_of(package_dir, notebooks, stubbed, modules, present).kept
+
+
+def reader_of(package_dir: Path, notebooks, stubbed=(), modules=None, present=None) -> Reader:
+    """The Reader after following everything the assignment of `notebooks` reaches (see reached)."""
     modules = index(package_dir) if modules is None else modules
     reader = Reader(modules, stubbed, present)
     for name in reader.present:  # an import of any module must work: its top level is read as run
@@ -415,13 +492,24 @@ def reached(package_dir: Path, notebooks, stubbed=(), modules=None, present=None
         if name == PACKAGE or name.split(".")[1] in KERNEL_FOLDERS:
             for definition in [*module.defs, *module.values]:
                 reader._reach((name, definition))
-    return reader.settle()
+    reader.settle()
+    return reader
 
 
 def unused(package_dir: Path, notebooks, stubbed=(), modules=None, present=None) -> dict[str, set[str]]:
     """{module: top-level definitions and values not reached}, for every module outside the kernel's folders."""
     modules = index(package_dir) if modules is None else modules
-    kept = reached(package_dir, notebooks, stubbed, modules, present)
-    return {name: {d for d in [*module.defs, *module.values] if (name, d) not in kept}
-            for name, module in modules.items()
-            if name != PACKAGE and name.split(".")[1] not in KERNEL_FOLDERS}
+    reader = reader_of(package_dir, notebooks, stubbed, modules, present)
+    kept = reader.kept
+    unused = {name: {d for d in [*module.defs, *module.values] if (name, d) not in kept}
+              for name, module in modules.items()
+              if name != PACKAGE and name.split(".")[1] not in KERNEL_FOLDERS}
+    for (name, table), keys in reader.entries.items():  # a table read by some keys only: the others' entries
+        if name in unused and (name, table) not in reader.whole:
+            unused[name] |= {entry_name(table, key) for key in modules[name].tables[table] if key not in keys}
+    return unused
+
+
+def entry_name(table: str, key) -> str:
+    """How unused() names one entry of a table: `POOLINGS['mean']`."""
+    return f"{table}[{key!r}]"

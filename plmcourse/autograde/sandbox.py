@@ -380,7 +380,7 @@ def grading_package(folder: Path, names: set[str] | None = None, cache: Path | N
         unused = exposure.unused(source, notebooks, stubbed, modules, present)
         if report is not None:
             copied = [_module_name(relative) for relative in own if _module_name(relative) in unused]
-            left = sum(len(unused[module]) for module in copied)
+            left = sum(1 for module in copied for name in unused[module] if "[" not in name)  # not table entries
             every = sum(len(modules[module].defs) + len(modules[module].values) for module in copied)
             report.append(f"sandbox: the notebooks reach {every - left} of the package's {every} functions, "
                           f"classes and module-level values outside grading/; the other {left} are stubbed for "
@@ -448,9 +448,11 @@ def stub_source(source: str, module: str, names: set[str], why: str = COMPUTE_IT
 
     A name is a qualified name: "softmax" (a top-level function), "LoRALinear.forward" (a
     method), "LoRALinear" (each method of the class), "make.<locals>.inner" (a function
-    defined inside another). The docstring stays, and the lines keep their numbers (the body
+    defined inside another), or one entry of a table, "POOLINGS['mean']" (exposure.entry_name:
+    the key stays, its value becomes an object that raises). The docstring stays, and the lines keep their numbers (the body
     is padded with blank lines), so tracebacks through the rest of the module read as usual.
     """
+    source = _stub_entries(source, module, {name for name in names if "[" in name}, why)
     lines = source.splitlines(keepends=True)
     tree = ast.parse(source)
     targets = [found for name in sorted(names) for found in _definitions(tree, name)]
@@ -474,6 +476,28 @@ def stub_source(source: str, module: str, names: set[str], why: str = COMPUTE_IT
         indent = " " * body[0].col_offset
         message = f"{module}.{qualname} is not available while grading: {why}"
         lines[first:last] = [f"{indent}raise RuntimeError({message!r})\n"] + ["\n"] * (last - first - 1)
+    return "".join(lines)
+
+
+def _stub_entries(source: str, module: str, entries: set[str], why: str) -> str:
+    """`source` with the value of each table entry in `entries` ("TABLE['key']") replaced by an object that raises;
+    the lines keep their numbers (a value over several lines leaves blank lines inside the braces)."""
+    if not entries:
+        return source
+    lines = source.splitlines(keepends=True)
+    edits = []  # (line, column, end line, end column, text), columns in characters
+    for node in ast.parse(source).body:
+        name = exposure.value_name(node)
+        table = exposure.table_entries(node.value) if name is not None else None
+        for key, value in (table or {}).items():
+            if exposure.entry_name(name, key) in entries:
+                message = f"{module}.{exposure.entry_name(name, key)} is not available while grading: {why}"
+                start = len(lines[value.lineno - 1].encode()[:value.col_offset].decode())
+                end = len(lines[value.end_lineno - 1].encode()[:value.end_col_offset].decode())
+                edits.append((value.lineno - 1, start, value.end_lineno - 1, end,
+                              _unavailable(message) + "\n" * (value.end_lineno - value.lineno)))
+    for first, start, last, end, text in sorted(edits, reverse=True):  # from the end: earlier columns stay right
+        lines[first:last + 1] = [lines[first][:start] + text + lines[last][end:]]
     return "".join(lines)
 
 
