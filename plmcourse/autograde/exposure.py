@@ -347,8 +347,8 @@ class Reader:
             self._todo.append(target)
 
     def _reach_entry(self, table: Target, key, reach) -> None:
-        """`table[key]` read with a constant key: that entry alone (reach: _reach, or _reach_value for an annotation,
-        which runs nothing: the table is then left as it is)."""
+        """`table[key]` read with a constant key: that entry alone. In an annotation (`reach` is _reach_value) the
+        table is reached whole, as any value an annotation names."""
         if reach != self._reach:
             reach(table)
             return
@@ -377,7 +377,7 @@ class Reader:
         while self._todo:
             module, name, *key = self._todo.pop()
             found = self.modules[module]
-            if key:  # one entry of a table: its value's code (and its key's) is what is reached
+            if key:  # one entry of a table: its value's code is what is reached
                 self.read(found.tables[name][key[0]], found)
                 continue
             if name is None:  # what importing the module runs, its definitions' bodies and its values aside
