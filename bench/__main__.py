@@ -32,6 +32,7 @@ BENCHMARKS = {
     "peft_unified": peft_unified.main,
     "prompting": prompting.main,
     "prompting_methods": prompting_methods.main,
+    "prompting_strata_control": prompting_methods.strata_control,
     "icl": icl.main,
     "efficiency": efficiency.main,
     "distill_layers": distill_layers.main,

@@ -161,5 +161,122 @@ def main():
         "rows": rows, "summary": summary})
 
 
+# ----------------------------------------------------------------------------
+# STraTA's control: does NLI on generated pairs give self-training a better start than any sentence-level
+# sentiment task would? The notebook's section 7 intermediate task (512 labelled lone sentences, the cloze,
+# 100 steps) is that control: it teaches the target's own skill sentence by sentence, with labels.
+
+SOURCE_TRAIN, SOURCE_STEPS = 512, 100  # section 7's intermediate task, as the notebook runs it
+
+
+def strata_control_seed(SEED, device="cpu"):
+    """At one SEED, the notebook's draws SEED..SEED+4 at K = 8: 3 rounds of self-training from the pre-trained
+    MLM, from STraTA's NLI-trained one, and from the MLM after section 7's intermediate task. Test accuracy
+    after round 0 and after the last round, means over the draws, and each draw's last round."""
+    from plmcourse import data
+    from plmcourse import nn as pnn
+    from plmcourse.nn import prompting as pr
+    from plmcourse.pretrained import load_checkpoint
+
+    torch.manual_seed(SEED)
+    checkpoint = load_checkpoint("tiny-bert-reviews", device)
+    mlm, tok = checkpoint.model, checkpoint.tokenizer
+    task = data.review_overall_task(seed=SEED, n_train=256)
+    words = [[tok.stoi["terrible"]], [tok.stoi["great"]]]
+    test = pr.encode_pattern(tok, [w for w, _ in task["test"]], PATTERN, device=device)
+    test_labels = torch.tensor([y for _, y in task["test"]], device=device)
+    with pnn.one_cpu_thread(device):
+        # STraTA's start: the encoder trained on the generated NLI pairs (as one_seed does)
+        pairs = pr.task_augmentation_pairs(task["unlabelled"], data.reviews.POSITIVE, data.reviews.NEGATIVE,
+                                           data.reviews.TOPICS, AUX_PAIRS + AUX_HELD_OUT, seed=SEED)
+        premises, hypotheses, nli_labels = zip(*pairs)
+        nli = pr.encode_pattern(tok, list(premises), "{x} [SEP] {demos}", device=device, demonstrations=hypotheses)
+        augmented = copy.deepcopy(mlm)
+        torch.manual_seed(SEED)
+        classifier = pnn.BertForSequenceClassification(augmented.bert, 2).to(device)  # shares the MLM's encoder
+        pr.finetune_head(classifier, tuple(t[:AUX_PAIRS] for t in nli),
+                         torch.tensor(nli_labels[:AUX_PAIRS], device=device), steps=AUX_STEPS, lr=AUX_LR,
+                         batch_size=32, seed=SEED)
+        # The control's start: section 7's intermediate task, exactly as the notebook trains it
+        source = data.review_sentiment_task(seed=SEED, n_train=SOURCE_TRAIN)
+        source_inputs = pr.encode_pattern(tok, [w for w, _ in source["train"]], PATTERN, device=device)
+        source_labels = torch.tensor([y for _, y in source["train"]], device=device)
+        torch.manual_seed(SEED)
+        intermediate = pr.finetune_cloze(copy.deepcopy(mlm), source_inputs, source_labels, words,
+                                         steps=SOURCE_STEPS, lr=LR, seed=SEED)
+        unlabelled = pr.encode_pattern(tok, task["unlabelled"], PATTERN, device=device)
+        starts = {"self-training": mlm, "STraTA": augmented.eval(), "intermediate task": intermediate.eval()}
+        runs = {name: [] for name in starts}
+        for seed in range(SEED, SEED + 5):
+            texts, labels = pr.few_shot_draw(task, K, seed, device=device)
+            for name, start in starts.items():
+                runs[name].append(pr.self_train(start, tok, texts, labels, task["unlabelled"], unlabelled, test,
+                                                test_labels, PATTERN, words, steps=STEPS, lr=LR, seed=seed))
+    row = {"SEED": SEED}
+    for name, acc in runs.items():
+        acc = np.array(acc)  # (draws, rounds)
+        row[f"{name}: round 0"] = float(acc[:, 0].mean())
+        row[f"{name}: last round"] = float(acc[:, -1].mean())
+        row[f"{name}: last round, each draw"] = acc[:, -1].tolist()
+    return row
+
+
+def strata_control(dev_seeds=range(6), fresh=None):
+    """strata_control_seed at the development seeds and at fresh seeds drawn now (bench.claims.fresh_seeds)."""
+    from bench.claims import fresh_seeds
+
+    fresh = fresh_seeds() if fresh is None else list(fresh)
+    print(f"[strata control] fresh seeds this run: {fresh}", flush=True)
+    runs = []
+    for SEED in tqdm([*dev_seeds, *fresh], desc="SEED"):
+        runs.append({**strata_control_seed(SEED), "fresh": SEED in fresh})
+        print(runs[-1], flush=True)
+    return write_result("prompting_strata_control", {
+        "title": "Notebook 10: STraTA against its control, an intermediate task on labelled sentences",
+        "notes": "At each SEED (development 0-5, then fresh seeds drawn at random for this run), the notebook's task and "
+                 "its draws SEED..SEED+4 at K = 8: the same 3 rounds of class-balanced self-training from three starts: "
+                 "the pre-trained MLM; STraTA's (1,500 generated NLI pairs, 300 steps with a 2-way head); and section "
+                 "7's intermediate task (512 labelled lone sentences through the cloze, 100 steps). Means over the 5 "
+                 f"draws. Fresh seeds: {fresh}. Run on one CPU thread.",
+        "fresh seeds": fresh, "rows": strata_rows(runs), "summary": strata_summary(runs), "runs": runs})
+
+
+STARTS = ("self-training", "STraTA", "intermediate task")
+
+
+def strata_rows(runs):
+    """One row per SEED: each start's test accuracy after round 0 and after the last round, and the two gaps."""
+    rows = []
+    for run in runs:
+        row = {"SEED": run["SEED"], "seeds": "fresh" if run["fresh"] else "development"}
+        for start in STARTS:
+            row[f"{start}: round 0 / last"] = f"{run[f'{start}: round 0']:.3f} / {run[f'{start}: last round']:.3f}"
+        row["STraTA - intermediate task, last round (points)"] = round(
+            100 * (run["STraTA: last round"] - run["intermediate task: last round"]), 1)
+        row["intermediate task - self-training, last round (points)"] = round(
+            100 * (run["intermediate task: last round"] - run["self-training: last round"]), 1)
+        rows.append(row)
+    return rows
+
+
+def strata_summary(runs):
+    """Each gap in points, mean ± sd over the development seeds, its values at the fresh seeds, and at how many
+    seeds (and draws) it is positive."""
+    gaps = {"STraTA - self-training": ("STraTA", "self-training"),
+            "intermediate task - self-training": ("intermediate task", "self-training"),
+            "STraTA - intermediate task": ("STraTA", "intermediate task")}
+    out = []
+    for label, (a, b) in gaps.items():
+        for when in ("round 0", "last round"):
+            gap = {f: [100 * (r[f"{a}: {when}"] - r[f"{b}: {when}"]) for r in runs if r["fresh"] == f] for f in (0, 1)}
+            draws = [x - y for r in runs for x, y in zip(r[f"{a}: last round, each draw"], r[f"{b}: last round, each draw"])]
+            out.append({"gap (points)": f"{label}, {when}",
+                        "development seeds": f"{np.mean(gap[0]):+.1f} ± {np.std(gap[0], ddof=1):.1f} (N={len(gap[0])})",
+                        "fresh seeds": ", ".join(f"{v:+.1f}" for v in gap[1]),
+                        "positive at": f"{sum(v > 0 for v in gap[0] + gap[1])} of {len(runs)} seeds" + (
+                            f", {sum(d > 0 for d in draws)} of {len(draws)} draws" if when == "last round" else "")})
+    return out
+
+
 if __name__ == "__main__":
     print(main())
