@@ -42,6 +42,7 @@ BENCHMARKS = {
     "claims": claims.main,
     "suite": suite.main,
     "similarity": similarity.main,
+    "review_cohort": similarity.review_cohort,
 }
 
 
