@@ -391,12 +391,10 @@ def lab(args: list) -> int:
 
 
 def test_workers(args: list[str]) -> list[str]:
-    """pytest-xdist's options for the suite: one worker per core and one more, at most 4 and one per 3 GB
-    of memory (a worker that runs a notebook holds a kernel of up to 2 GB). Most of the suite is
+    """pytest-xdist's options for the suite: one worker per core, at most 4 and one per 3 GB of
+    memory (a worker that runs a notebook holds a kernel of up to 2 GB). Most of the suite is
     single-threaded (kernels starting, nbgrader, the sandbox, tiny models), so two workers on
-    two cores take about half the time of one; and each worker also waits (for a sandbox to be built, a
-    browser to draw, a stalled cell's limit), so on 2 cores a third keeps them busy (RESULTS.md, "The test
-    suite"). Pass `-n 0` (or your own `-n`) to choose."""
+    two cores take about half the time of one. Pass `-n 0` (or your own `-n`) to choose."""
     if any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in args):
         return []
     try:
@@ -404,7 +402,7 @@ def test_workers(args: list[str]) -> list[str]:
     except (AttributeError, ValueError, OSError):
         memory = 8 * 1024 ** 3
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    workers = max(1, min(cores + 1 if cores > 1 else 1, 4, memory // (3 * 1024 ** 3)))
+    workers = max(1, min(cores, 4, memory // (3 * 1024 ** 3)))
     return ["-n", str(workers), "--dist", "worksteal"] if workers > 1 else []
 
 

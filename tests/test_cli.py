@@ -96,8 +96,7 @@ def test_tasks_test_shares_the_cores_among_its_workers(monkeypatch):
     tasks = _tasks_module()
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(tasks.os, "sysconf", lambda name: {"SC_PAGE_SIZE": 4096}.get(name, 16 * 1024 ** 3 // 4096))
-    for cores, workers, threads in [(1, None, None), (2, "3", "1"), (3, "4", "1"), (4, "4", "1"), (8, "4", "2"),
-                                    (16, "4", "4")]:
+    for cores, workers, threads in [(1, None, None), (2, "2", "1"), (4, "4", "1"), (8, "4", "2"), (16, "4", "4")]:
         monkeypatch.setattr(tasks.os, "sched_getaffinity", lambda pid, n=cores: set(range(n)), raising=False)
         options = tasks.test_workers([])
         assert (options[1] if options else None) == workers, (cores, options)
