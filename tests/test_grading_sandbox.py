@@ -915,8 +915,9 @@ def launched(course, code, box=None, socket_dir=None):
     os.dup2(write, 1)  # the child's stdout: run_sandboxed starts it with ours
     try:
         watched = sandbox.writable_folders(folder_of(course), socket_dir)
+        # Telling the judge takes a moment (a socket to another process): the launcher must wait for it.
         status = sandbox.run_sandboxed(cmd, [], [], box=box, watched=watched,
-                                       on_stop=said.append)
+                                       on_stop=lambda sentence: (time.sleep(0.3), said.append(sentence)))
     finally:
         os.dup2(saved, 1)
         os.close(write)
@@ -996,6 +997,34 @@ def test_a_kernel_under_the_file_cap_is_left_alone(course):
         print("made", sum(name.startswith("f") for name in os.listdir('/tmp')))
     """)
     assert (status, said) == (0, []) and "made 2000" in printed
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs pidfds (Linux 5.3 and later)")
+def test_a_held_process_is_watched_whatever_the_number_of_its_pidfd():
+    """A launcher that holds many files gets a pidfd numbered 1024 or more, which select() refuses: the watch
+    thread died on it and the kernel it watched was never stopped (seen in a loaded run of the suite)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1100:
+        pytest.skip(f"this process may open only {hard} files")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1100), hard))
+    filler = [os.open(os.devnull, os.O_RDONLY) for _ in range(1030)]
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        held = sandbox.HeldProcess(sleeper.pid)
+        assert held.fd >= 1024
+        assert held.alive()
+        held.kill()
+        sleeper.wait(10)
+        assert not held.alive()
+        held.close()
+    finally:
+        for fd in filler:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        sleeper.kill()
+        sleeper.wait()
 
 
 def _process_at(pid: int, argv: list) -> subprocess.Popen | None:

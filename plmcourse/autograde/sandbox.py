@@ -83,6 +83,7 @@ SOCKET_TMPFS_SIZE = 1024 ** 2     # the sockets' folder: sockets take no room, a
 MAX_OPEN_FILES = 1024             # RLIMIT_NOFILE, soft and hard: pipes, sockets and other kernel objects held open
 MAX_FILES = 10_000                # files, folders and links in each writable folder (the launcher's watch)
 WATCH_SECONDS = 0.1               # how often the launcher counts them
+WATCH_JOIN_SECONDS = 15           # how long the launcher waits, after the sandbox ends, for the watch to tell why
 # The whole kernel's memory where the launcher can make it a cgroup (Linux counts there what no rlimit does:
 # shared and tmpfs pages, pipe and socket buffers, the kernel's own objects): the data ceiling plus the three
 # private folders. And its tasks (threads) there.
@@ -962,10 +963,14 @@ def run_sandboxed(cmd: list[str], sockets: list[str], pass_fds: list[int], box=N
                 os.unlink(path)  # a link left by an earlier kernel that was killed
             os.symlink(f"/proc/{pid}/root{path}", path)
             made.append(path)
+        watch = None
         if pid is not None and watched:
             # Held here, while the sandbox surely lives, not when the thread gets to run.
-            threading.Thread(target=watch_files, args=(child, HeldProcess(pid), watched, on_stop), daemon=True).start()
+            watch = threading.Thread(target=watch_files, args=(child, HeldProcess(pid), watched, on_stop), daemon=True)
+            watch.start()
         status = child.wait()
+        if watch is not None:
+            watch.join(WATCH_JOIN_SECONDS)  # a watch that stopped the sandbox says why before the launcher exits
     finally:
         for path in made:
             with contextlib.suppress(OSError):
@@ -1051,8 +1056,10 @@ class HeldProcess:
             self.fd = None
 
     def alive(self) -> bool:
-        if self.fd is not None:
-            return not select.select([self.fd], [], [], 0)[0]  # a pidfd reads as ready once its process exits
+        if self.fd is not None:  # a pidfd reads as ready once its process exits; poll, as select cannot take an fd
+            ready = select.poll()  # numbered 1024 or more (a long-lived process holds many)
+            ready.register(self.fd, select.POLLIN)
+            return not ready.poll(0)
         return self.started is not None and _start_time(self.pid) == self.started
 
     def kill(self) -> None:
