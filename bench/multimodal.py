@@ -19,8 +19,14 @@ The three models share nothing but the data (each is seeded afresh and draws its
 train all three at the same rate. The table of bench/results/multimodal.json then comes from runs of the notebook
 at the rates it ships with, as it is.
 
-    python -m bench multimodal                  both tables (about 30 runs of the notebook)
-    python -m bench.multimodal rates | table    one of them
+Masked regions (bench/results/multimodal_masked_regions.json): section 5 of the notebook, the single and the dual
+stream pre-trained without and with the masked-region term at equal steps, run at the development seeds 0-5 and at
+seeds drawn afresh (bench.claims.fresh_seeds, 4 unless given); every quantity the prose quotes, as mean ± sd over the
+development seeds and over the fresh ones, and how often (in k of N) "with" beat "without" or the region head its
+control.
+
+    python -m bench multimodal                                  the three tables (about 40 runs of the notebook)
+    python -m bench.multimodal rates | table | masked_regions   one of them
 """
 
 from __future__ import annotations
@@ -197,15 +203,136 @@ def table():
         "rows": rows})
 
 
-def main(parts=("rates", "table")):
+REGION_REPORT = """
+import json as _json
+
+print(_json.dumps({"compared": compared, "regions": regions, "held-out what": held_out_what,
+                   "steps": [len(single_regions_history.loss), len(dual_regions_history.loss)]}))
+"""
+MODELS = ("single-stream", "dual-stream")
+LONGER = 900   # the longer variant's steps for the two models with the region term (3 times the notebook's)
+REGION_NOTES = ("Notebook 14's section 5, the notebook run top to bottom (grading cells left out) with SEED = 0 "
+                "replaced by each seed: the development seeds 0-5 and {n_fresh} fresh seeds ({fresh}), drawn at "
+                "random by bench.claims.fresh_seeds and none left out. Each model (single-stream: 2 layers; "
+                "dual-stream: 1 co-attention layer; d = 32) is pre-trained twice for 300 steps from the same starting "
+                "weights on the same pairs and masked words: without and with the masked-region term (15% of the "
+                "patches hidden, replaced by a learned mask vector; a head names what each hidden patch shows among "
+                "17 classes: background or one of the 16 colour-shape pairs). Fill: accuracy at the masked colour "
+                "word among 4 colours (chance 0.25); matching: image-text matching on 400 seen test pairs (chance "
+                "about 0.5). Masked regions, at the hidden patches of the 400 seen test pictures (15% hidden, one "
+                "fixed draw): accuracy (the class), where (shape or background; its control, a head that always says "
+                "background, is the background's share of the hidden patches), what (at a shape's hidden patches, "
+                "the colour-shape pair once background is ruled out; chance 1/12), also with every picture shown "
+                "with another pair's caption. '{longer} steps': the same runs with the two region models trained for "
+                "{longer} steps instead of 300 (nothing else changed). A row: mean ± standard deviation over the 6 "
+                "development seeds, the same over the fresh seeds with their range, and in how many of all {n} seeds "
+                "a difference (with − without, or − the control) is above 0, ties apart; 'margin': the notebook's "
+                "assertion (what > 0.5) in standard deviations over the development seeds.")
+
+
+def _region_quantities(got: dict, steps: int = 300) -> dict[str, float]:
+    """The quantities of one run, by name; a difference is "with − without" or "− control"."""
+    out = {}
+    for model in MODELS if steps == 300 else ():
+        short = model.split("-")[0]
+        without, with_ = got["compared"][model], got["compared"][f"{model} + regions"]
+        out[f"{short}: fill, seen pairs, with"] = with_["seen"]
+        out[f"{short}: fill, blank picture, with"] = with_["blank picture"]
+        for key, label in (("held out", "fill, held-out pairs"), ("matching", "matching")):
+            out[f"{short}: {label}, without"] = without[key]
+            out[f"{short}: {label}, with"] = with_[key]
+            out[f"{short}: {label}, with − without"] = with_[key] - without[key]
+    after = "" if steps == 300 else f", {steps} steps"
+    for model in MODELS:
+        short, region = model.split("-")[0], got["regions"][model]
+        control = region["always background"]
+        out[f"{short}: masked regions, accuracy{after}"] = region["accuracy"]
+        out[f"{short}: masked regions, where − always background{after}"] = (region["where"] - control)
+        out[f"{short}: masked regions, what (chance 1/12){after}"] = region["what"]
+        if steps == 300:
+            out[f"{short}: masked regions, what, another pair's caption"] = region["what, another caption"]
+            out[f"{short}: masked regions, what, held-out pictures"] = got["held-out what"][model]
+    if steps == 300:
+        control = got["regions"][MODELS[0]]["always background"]
+        out["control: always background (share of the hidden patches)"] = control
+    return out
+
+
+# The notebook's assertions on these quantities: {quantity: (">" or "<", bound)}.
+ASSERTED = {**{f"{model}: masked regions, {what}": (">", 0.5) for model in ("single", "dual")
+               for what in ("what (chance 1/12)", "what, another pair's caption")},
+            **{f"{model}: masked regions, what, held-out pictures": ("<", 0.05) for model in ("single", "dual")}}
+
+
+def _margin(name: str, values) -> str:
+    """How far the notebook's assertion on `name` held over the development seeds, and that in standard deviations."""
+    order, bound = ASSERTED[name]
+    margin = values - bound if order == ">" else bound - values
+    sd = margin.std(ddof=1)
+    in_sd = "at every seed" if sd < 1e-9 else f"{margin.mean() / sd:.1f} sd"
+    return f"{order} {bound} by {margin.mean():.3f} ± {sd:.3f}, {in_sd}"
+
+
+def _region_rows(runs: list[dict], steps: int = 300) -> list[dict]:
+    dev = [_region_quantities(r, steps) for r in runs if r["seed"] in SEEDS]
+    fresh = [_region_quantities(r, steps) for r in runs if r["seed"] not in SEEDS]
+    every = dev + fresh
+    rows = []
+    for name in dev[0]:
+        values = np.array([q[name] for q in dev])
+        at_fresh = [q[name] for q in fresh]
+        row = {"quantity": name, "development seeds 0-5": _mean_sd(values),
+               "fresh seeds": f"{_mean_sd(at_fresh)} ({min(at_fresh):.3f} to {max(at_fresh):.3f})"}
+        if "−" in name:
+            above, ties = sum(q[name] > 1e-9 for q in every), sum(abs(q[name]) <= 1e-9 for q in every)
+            row["difference above 0"] = f"{above} of {len(every)}" + (f" ({ties} ties)" if ties else "")
+        if name in ASSERTED:
+            row["margin"] = _margin(name, values)
+        rows.append(row)
+    return rows
+
+
+def _region_run(seed: int, steps: int) -> dict:
+    replacements = {f'desc="{model} + regions", masked_regions=True)':
+                    f'desc="{model} + regions", masked_regions=True, steps={steps})' for model in MODELS}
+    got, failed, seconds = run_notebook_variant(NOTEBOOK, seed, REGION_REPORT,
+                                                replacements=replacements if steps != 300 else None)
+    if got.get("steps") != [steps, steps]:
+        raise RuntimeError(f"the run at seed {seed} trained the region models for {got.get('steps')} steps, not "
+                           f"{steps}: {failed}")
+    print(f"[multimodal] seed {seed}, {steps} steps: {got['regions']} failed {failed} ({seconds:.0f} s)", flush=True)
+    return {**got, "seed": seed, "steps": steps, "failed cells": failed, "seconds": round(seconds, 1)}
+
+
+def masked_regions(fresh=None):
+    """Section 5 at the development seeds and at fresh ones (4 drawn now, unless given): without and with the
+    masked-region term, and the region models trained LONGER steps."""
+    from bench.claims import fresh_seeds
+
+    fresh = fresh_seeds() if fresh is None else sorted(fresh)
+    print(f"[multimodal] masked regions: fresh seeds {fresh}", flush=True)
+    runs = [_region_run(seed, steps) for steps in (300, LONGER) for seed in [*SEEDS, *fresh]]
+    return write_result("multimodal_masked_regions", {
+        "title": "Notebook 14's masked regions: without and with the masked-region term, at equal steps",
+        "notes": REGION_NOTES.format(n_fresh=len(fresh), fresh=", ".join(map(str, fresh)), n=len(SEEDS) + len(fresh),
+                                     longer=LONGER),
+        "fresh seeds": fresh,
+        "rows": [*_region_rows([r for r in runs if r["steps"] == 300]),
+                 *_region_rows([r for r in runs if r["steps"] == LONGER], LONGER)],
+        "runs": runs})
+
+
+def main(parts=("rates", "table", "masked_regions")):
     if "rates" in parts:
         path = write_rates(sweep())
     if "table" in parts:
         path = table()
+    if "masked_regions" in parts:
+        path = masked_regions()
     return path
 
 
 if __name__ == "__main__":
     import sys
 
-    print(main(sys.argv[1:] or ("rates", "table")))
+    print(main(sys.argv[1:] or ("rates", "table", "masked_regions")))

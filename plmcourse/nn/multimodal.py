@@ -6,6 +6,8 @@
     DualStream                      ViLBERT / LXMERT: two streams that exchange by co-attention
     DualEncoder                     CLIP: an image encoder and a text encoder meeting only in the loss
     mask_words, itm_batch, pretraining_loss, fill_accuracy   masked modelling and image-text matching
+    mask_patches, patch_classes, masked_region_loss, region_logits
+                                    masked-region classification (VL-BERT, ViLBERT, LXMERT), a flag of the models
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from plmcourse.data.multimodal import COLOURS, SHAPES
 from plmcourse.nn.transformer import TransformerBlock
 
 __all__ = ["patchify", "joint_attention_mask", "clip_loss", "PatchEmbedding", "SingleStream", "DualStream",
            "DualEncoder", "mask_words", "itm_batch", "pretraining_loss", "fill_accuracy", "caption_holds",
-           "similarity_matrix", "world_batch", "itm_accuracy"]
+           "similarity_matrix", "world_batch", "itm_accuracy", "REGION_CLASSES", "mask_patches", "patch_classes",
+           "masked_region_loss", "region_logits"]
 
 
 # ----------------------------------------------------------------------------
@@ -64,18 +68,27 @@ def similarity_matrix(image_emb, text_emb):
 
 
 class PatchEmbedding(nn.Module):
-    """ViT's first step: cut the image into patches, map each to d_model, add a learned position per patch."""
+    """ViT's first step: cut the image into patches, map each to d_model, add a learned position per patch.
 
-    def __init__(self, d_model, patch=4, channels=3, image_size=16):
+    maskable: also learn a mask vector, put in place of a hidden patch's content (masked-region modelling: the
+    picture's [MASK]). It starts at zero, so creating it draws no random number: a model built with it starts
+    from the same weights as one built without."""
+
+    def __init__(self, d_model, patch=4, channels=3, image_size=16, maskable=False):
         super().__init__()
         self.patch = patch
         self.n_patches = (image_size // patch) ** 2
         self.proj = nn.Linear(channels * patch * patch, d_model)
         self.pos = nn.Parameter(torch.randn(self.n_patches, d_model) * 0.02)
+        self.mask = nn.Parameter(torch.zeros(d_model)) if maskable else None
 
-    def forward(self, images):
-        """images (B, C, H, W) -> (B, N, d_model)."""
-        return self.proj(patchify(images, self.patch)) + self.pos   # (B, N, d)
+    def forward(self, images, hidden_patches=None):
+        """images (B, C, H, W) -> (B, N, d_model); hidden_patches (B, N) bool or None: True = that patch's content is
+        replaced by the mask vector (its position is kept, so the model knows where the hidden patch is)."""
+        content = self.proj(patchify(images, self.patch))                # (B, N, d)
+        if hidden_patches is not None:
+            content = torch.where(hidden_patches[..., None], self.mask, content)   # (B, N, d)
+        return content + self.pos
 
 
 class TextEmbedding(nn.Module):
@@ -92,12 +105,15 @@ class TextEmbedding(nn.Module):
 
 
 class _Heads(nn.Module):
-    """The two pre-training heads: a word at every text position (MLM), match or not from [CLS] (ITM)."""
+    """The pre-training heads: a word at every text position (MLM), match or not from [CLS] (ITM), and, when
+    region_classes > 0, what each patch shows (masked-region classification). The region head is made last, so
+    the other weights start the same with it or without it."""
 
-    def __init__(self, d_model, vocab_size):
+    def __init__(self, d_model, vocab_size, region_classes=0):
         super().__init__()
         self.mlm = nn.Linear(d_model, vocab_size)
         self.itm = nn.Linear(d_model, 2)
+        self.region = nn.Linear(d_model, region_classes) if region_classes else None
 
 
 class SingleStream(nn.Module):
@@ -106,24 +122,27 @@ class SingleStream(nn.Module):
     Each token's embedding is its content (a word, or a patch's pixels through a linear map), plus its
     position within its modality, plus a type embedding saying which modality it belongs to (BERT's
     segment embedding, reused). Every layer's self-attention mixes text and image freely.
+
+    masked_regions: add a mask vector for hidden patches and a head that classifies them (REGION_CLASSES).
     """
 
     def __init__(self, vocab_size, d_model=64, n_layers=4, n_heads=4, d_ff=None, patch=4, image_size=16,
-                 max_len=8):
+                 max_len=8, masked_regions=False):
         super().__init__()
         self.text = TextEmbedding(vocab_size, d_model, max_len)
-        self.image = PatchEmbedding(d_model, patch, image_size=image_size)
+        self.image = PatchEmbedding(d_model, patch, image_size=image_size, maskable=masked_regions)
         self.types = nn.Embedding(2, d_model)   # 0: text, 1: image
         self.blocks = nn.ModuleList(TransformerBlock(d_model, n_heads, d_ff) for _ in range(n_layers))
         self.norm = nn.LayerNorm(d_model)
-        self.heads = _Heads(d_model, vocab_size)
+        self.heads = _Heads(d_model, vocab_size, len(REGION_CLASSES) if masked_regions else 0)
 
-    def forward(self, ids, text_mask, images, image_mask=None, return_weights=False):
-        """ids, text_mask (B, T); images (B, 3, H, W); image_mask (B, N) or None (every patch real).
+    def forward(self, ids, text_mask, images, image_mask=None, return_weights=False, hidden_patches=None):
+        """ids, text_mask (B, T); images (B, 3, H, W); image_mask (B, N) or None (every patch real); hidden_patches
+        (B, N) bool or None: the patches whose content the model does not see (masked-region modelling).
         Returns (text_hidden (B, T, d), image_hidden (B, N, d)), and each layer's attention weights
         (B, n_heads, T + N, T + N) when return_weights."""
         t = self.text(ids) + self.types.weight[0]          # (B, T, d)
-        v = self.image(images) + self.types.weight[1]      # (B, N, d)
+        v = self.image(images, hidden_patches) + self.types.weight[1]   # (B, N, d)
         if image_mask is None:
             image_mask = torch.ones(v.shape[:2], dtype=torch.bool, device=v.device)
         x = torch.cat([t, v], dim=1)                       # (B, T + N, d)
@@ -176,19 +195,19 @@ class DualStream(nn.Module):
     """
 
     def __init__(self, vocab_size, d_model=64, n_layers=2, n_heads=4, d_ff=None, patch=4, image_size=16,
-                 max_len=8):
+                 max_len=8, masked_regions=False):
         super().__init__()
         d_ff = 2 * d_model if d_ff is None else d_ff
         self.text = TextEmbedding(vocab_size, d_model, max_len)
-        self.image = PatchEmbedding(d_model, patch, image_size=image_size)
+        self.image = PatchEmbedding(d_model, patch, image_size=image_size, maskable=masked_regions)
         self.layers = nn.ModuleList(CoAttentionLayer(d_model, n_heads, d_ff) for _ in range(n_layers))
         self.text_norm = nn.LayerNorm(d_model)
         self.image_norm = nn.LayerNorm(d_model)
-        self.heads = _Heads(d_model, vocab_size)
+        self.heads = _Heads(d_model, vocab_size, len(REGION_CLASSES) if masked_regions else 0)
 
-    def forward(self, ids, text_mask, images, image_mask=None):
+    def forward(self, ids, text_mask, images, image_mask=None, hidden_patches=None):
         """As SingleStream.forward: (text_hidden (B, T, d), image_hidden (B, N, d))."""
-        t, v = self.text(ids), self.image(images)          # (B, T, d), (B, N, d)
+        t, v = self.text(ids), self.image(images, hidden_patches)   # (B, T, d), (B, N, d)
         if image_mask is None:
             image_mask = torch.ones(v.shape[:2], dtype=torch.bool, device=v.device)
         for layer in self.layers:
@@ -271,17 +290,23 @@ def itm_batch(examples, rng, p_negative=0.5):
     return shown, np.array(labels)
 
 
-def pretraining_loss(model, ids, text_mask, images, targets, itm_labels):
-    """Masked language modelling on the pairs that match, plus image-text matching on all of them.
-    Returns (total, mlm, itm) as 0-d tensors."""
-    t, _ = model(ids, text_mask, images)                           # (B, T, d)
+def pretraining_loss(model, ids, text_mask, images, targets, itm_labels, region_targets=None):
+    """Masked language modelling on the pairs that match, plus image-text matching on all of them, plus, when
+    region_targets (B, N) is given, masked-region classification: the patches with a target (not -100) are
+    hidden from the model, and their class is predicted from the other patches and the caption.
+    Returns (total, mlm, itm, region) as 0-d tensors (region is 0 without region_targets)."""
+    if region_targets is not None and model.heads.region is None:
+        raise ValueError("region_targets need a model built with masked_regions=True (a mask vector and a region head)")
+    hidden = None if region_targets is None else region_targets != -100      # (B, N)
+    t, v = model(ids, text_mask, images, hidden_patches=hidden)    # (B, T, d), (B, N, d)
     itm = F.cross_entropy(model.heads.itm(t[:, 0]), itm_labels)    # from [CLS]
+    region = itm.new_zeros(()) if hidden is None else masked_region_loss(model.heads.region(v), region_targets)
     matched = itm_labels == 1
     if not matched.any():   # a batch with no matching pair has no word to predict
-        return itm, itm.new_zeros(()), itm
+        return itm + region, itm.new_zeros(()), itm, region
     logits = model.heads.mlm(t[matched])                           # (B', T, V)
     mlm = F.cross_entropy(logits.flatten(0, 1), targets[matched].flatten(), ignore_index=-100)
-    return mlm + itm, mlm, itm
+    return mlm + itm + region, mlm, itm, region
 
 
 @torch.no_grad()
@@ -310,3 +335,52 @@ def itm_accuracy(model, ids, text_mask, images, labels):
     """The fraction of pairs whose match / no-match the [CLS] head gets right."""
     t, _ = model(ids, text_mask, images)
     return (model.heads.itm(t[:, 0]).argmax(dim=1) == labels).float().mean().item()
+
+
+# ----------------------------------------------------------------------------
+# Masked-region modelling: hide some patches, predict what they show
+#
+# LXMERT pre-trains two masked-region objectives: regress the hidden region's detector features, and classify it
+# with the label the detector gave it. VL-BERT only classifies, and so does ViLBERT (against the detector's whole
+# distribution over classes). We classify, because our world supports it best: it knows exactly what every patch
+# shows (the background, or a part of a red circle...), a label no detector gives as cleanly, and a class has an
+# accuracy and a chance level to compare with. Regression would spend its effort elsewhere: most of a patch's 48
+# numbers are background noise that no model can predict (a floor under the squared error), and a shape's
+# one-pixel wobble makes its exact pixels a guess even where its class is certain.
+
+# What a patch can show: 0 is the background, 1 + i the i-th colour-shape pair (4 of the 16 never in training).
+REGION_CLASSES = ("background", *(f"{colour} {shape}" for colour in COLOURS for shape in SHAPES))
+
+
+def mask_patches(batch_size, n_patches, p, generator):
+    """(B, N) bool, True = a patch hidden from the model, each independently with probability p (ViLBERT, LXMERT
+    and VL-BERT hide about 15% of the regions). Drawn on the generator's device."""
+    return torch.rand((batch_size, n_patches), generator=generator, device=generator.device) < p
+
+
+def patch_classes(examples, device, patch=4):
+    """(B, N) int64: what each patch of each example's picture shows, an index into REGION_CLASSES: the picture's
+    colour-shape class where the patch holds a pixel of the shape's colour (within 0.25 in every channel; the
+    noise is 0.05), 0 (background) elsewhere."""
+    images = torch.as_tensor(np.stack([e.image for e in examples]), device=device)         # (B, 3, H, W)
+    rgb = torch.tensor([COLOURS[e.colour] for e in examples], device=device)[:, :, None, None]   # (B, 3, 1, 1)
+    on_shape = (images - rgb).abs().amax(dim=1, keepdim=True) < 0.25                     # (B, 1, H, W)
+    shows_shape = patchify(on_shape.float(), patch).amax(dim=2) > 0                        # (B, N)
+    label = torch.tensor([REGION_CLASSES.index(f"{e.colour} {e.shape}") for e in examples], device=device)
+    return torch.where(shows_shape, label[:, None], 0)                                    # (B, N)
+
+
+def masked_region_loss(logits, region_targets):
+    """The mean cross-entropy of logits (B, N, C) over the hidden patches, those whose target is not -100;
+    0 when no patch is hidden (a mean over nothing would be NaN)."""
+    if not (region_targets != -100).any():
+        return logits.new_zeros(())
+    return F.cross_entropy(logits.flatten(0, 1), region_targets.flatten(), ignore_index=-100)
+
+
+@torch.no_grad()
+def region_logits(model, ids, text_mask, images, hidden):
+    """(B, N, len(REGION_CLASSES)): the region head's scores at every patch, with the patches of `hidden` (B, N)
+    hidden from the model (only those are a test: a visible patch's class can be read off its own pixels)."""
+    _, v = model(ids, text_mask, images, hidden_patches=hidden)
+    return model.heads.region(v)
