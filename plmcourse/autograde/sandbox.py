@@ -450,8 +450,9 @@ def stub_source(source: str, module: str, names: set[str], why: str = COMPUTE_IT
     A name is a qualified name: "softmax" (a top-level function), "LoRALinear.forward" (a
     method), "LoRALinear" (each method of the class), "make.<locals>.inner" (a function
     defined inside another), or one entry of a table, "POOLINGS['mean']" (exposure.entry_name:
-    the key stays, its value becomes an object that raises). The docstring stays, and the lines keep their numbers (the body
-    is padded with blank lines), so tracebacks through the rest of the module read as usual.
+    the key stays, its value becomes an object that raises). The docstring stays, and the lines
+    keep their numbers (the body is padded with blank lines), so tracebacks through the rest of
+    the module read as usual.
     """
     source = _stub_entries(source, module, {name for name in names if "[" in name}, why)
     lines = source.splitlines(keepends=True)
