@@ -323,19 +323,25 @@ def cohort_split(exercises) -> tuple[list, list]:
     return ordered[0::2], ordered[1::2]
 
 
+def defined_name(source: str, grade_id: str) -> str:
+    """The function or class an answer cell defines (its first), or its grade_id when it defines none."""
+    import re
+
+    defined = re.findall(r"^(?:def|class) (\w+)", source, re.M)
+    return defined[0] if defined else grade_id
+
+
 def course_texts() -> dict:
     """{exercise: [(label, source)]}: the code review compares an answer with (evidence.course_fingerprints): the
     notebook's solution and the package's own version (plmcourse.ref / nn / data) of the function it defines."""
     import importlib
-    import re
 
     found = {}
     for folder in sorted((COURSE / "source").iterdir()):
         if not folder.is_dir():
             continue
         for grade_id, source in solution_cells(COURSE, folder.name).items():
-            defined = re.findall(r"^(?:def|class) (\w+)", source, re.M)
-            function = defined[0] if defined else grade_id
+            function = defined_name(source, grade_id)
             versions = [(f"the course's solution to {grade_id}", source)]
             for module in ("plmcourse.ref", "plmcourse.nn", "plmcourse.data"):
                 obj = getattr(importlib.import_module(module), function, None)
@@ -492,8 +498,6 @@ def _row(split: str, form: str, thresholds: dict | str, outcome: dict, measures:
 def review_cohort():
     """Issue: before review uses the canonical form, thresholds for it set on a dev split of an independently
     written cohort, and false flags and recall on the test split."""
-    import re
-
     from bench.attacks import TYPED_SDPA
     from bench.cohort import COHORT, FIXED
     from plmcourse.autograde.evidence import course_fingerprints
@@ -503,8 +507,7 @@ def review_cohort():
     dev_exercises, test_exercises = cohort_split(COHORT)
     # the references are review's own: the same fingerprints as evidence.course_fingerprints gives
     for folder in sorted(p.name for p in (COURSE / "source").iterdir() if p.is_dir()):
-        spec = {"exercises": {g: {"function": (re.findall(r"^(?:def|class) (\w+)", s, re.M) or [g])[0]}
-                              for g, s in solution_cells(COURSE, folder).items()}}
+        spec = {"exercises": {g: {"function": defined_name(s, g)} for g, s in solution_cells(COURSE, folder).items()}}
         theirs = course_fingerprints(COURSE, folder, folder, spec)
         ours = references({g: texts[g] for g in theirs}, canonical_form=False)
         assert {g: sorted(map(sorted, [p for _, _, p in v])) for g, v in ours.items()} == \
